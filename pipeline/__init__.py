@@ -1,0 +1,1 @@
+"""PySpark jobs: Kafka -> Iceberg ingestion, CDC apply, aggregates and batch."""

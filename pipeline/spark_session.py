@@ -1,0 +1,48 @@
+"""One way to build a SparkSession wired to the shared Iceberg catalog.
+
+Every job (and every test) gets its session here, so the catalog, the jars and the
+memory settings are the same everywhere. Jars are the pinned ones in ``.tools/jars``
+(Iceberg runtime, AWS SDK v2); Spark itself comes from the pyspark wheel.
+"""
+
+from __future__ import annotations
+
+import os
+
+from deploy.artifacts import jar_paths
+from lakehouse.catalog import java_catalog_properties
+from lakehouse.settings import Settings
+
+
+def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
+    prefix = f"spark.sql.catalog.{settings.catalog.name}"
+    conf = {
+        "spark.app.name": app_name,
+        "spark.jars": ",".join(str(p) for p in jar_paths(settings.tools_dir)),
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.defaultCatalog": settings.catalog.name,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": settings.pipeline.spark_driver_memory,
+        "spark.driver.bindAddress": settings.metrics.host,
+        "spark.driver.host": settings.metrics.host,
+        "spark.sql.shuffle.partitions": str(settings.pipeline.spark_shuffle_partitions),
+        "spark.ui.enabled": "false",
+        "spark.scheduler.mode": "FAIR",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.driver.extraJavaOptions": "-Djava.net.preferIPv4Stack=true",
+    }
+    conf.update({f"{prefix}.{k}": v for k, v in java_catalog_properties(settings).items()})
+    return conf
+
+
+def build_session(settings: Settings, app_name: str, master: str | None = None):
+    """A SparkSession (local[*] unless a master is given or set in SPARK_MASTER)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master or os.environ.get("SPARK_MASTER", "local[2]"))
+    for key, value in spark_conf(settings, app_name).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

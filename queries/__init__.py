@@ -1,0 +1,1 @@
+"""Ad-hoc SQL over the lakehouse tables (Trino in Kubernetes, DuckDB locally)."""

@@ -1,0 +1,77 @@
+"""Shared fixtures: one real local stack per test session, on ports of its own.
+
+The suite never touches a developer's running stack: it uses its own run directory
+and every port shifted by PORT_SHIFT, exported as LAKEHOUSE_* variables so that CLI
+subprocesses started by tests resolve the same settings.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lakehouse.settings import REPO_ROOT, Settings, load_settings
+
+PORT_SHIFT = 100
+
+
+def shifted_env(run_dir: Path, shift: int) -> dict[str, str]:
+    """LAKEHOUSE_* variables giving a stack its own run dir and ports (+shift)."""
+    defaults = Settings()
+    env = {"LAKEHOUSE_RUN_DIR": str(run_dir)}
+    sections = {
+        "KAFKA": ["port"],
+        "S3": ["port", "master_port", "volume_port", "filer_port", "metrics_port", "admin_port"],
+        "POSTGRES": ["port"],
+        "METASTORE": ["port"],
+        "MARIADB": ["port"],
+        "PROMETHEUS": ["port"],
+        "METRICS": ["pipeline_port", "cdc_port", "loadgen_port", "probe_port"],
+    }
+    for section, fields in sections.items():
+        model = getattr(defaults, section.lower())
+        for field in fields:
+            env[f"LAKEHOUSE_{section}__{field.upper()}"] = str(getattr(model, field) + shift)
+    return env
+
+
+@pytest.fixture(scope="session")
+def stack_env() -> Iterator[dict[str, str]]:
+    env = shifted_env(REPO_ROOT / ".run-test", PORT_SHIFT)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield env
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def stack(stack_env):
+    """The running local stack (started once; stopped and purged at the end)."""
+    from deploy.local.stack import LocalStack
+
+    local = LocalStack(load_settings())
+    local.down(purge=True)
+    local.up()
+    yield local
+    local.down(purge=True)
+
+
+@pytest.fixture(scope="session")
+def settings(stack) -> Settings:
+    return load_settings()
+
+
+@pytest.fixture(scope="session")
+def spark(settings):
+    from pipeline.spark_session import build_session
+
+    session = build_session(settings, "lakehouse-tests")
+    yield session
+    session.stop()

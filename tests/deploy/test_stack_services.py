@@ -1,0 +1,72 @@
+"""The stack comes up from nothing and every service answers its own protocol."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import psutil
+
+from deploy.local import processes
+
+SERVICES = {"s3", "kafka", "postgres", "metastore", "mariadb", "prometheus"}
+
+
+def test_every_service_is_ready_with_a_live_pid(stack):
+    rows = stack.status()
+    assert {r.service for r in rows} == SERVICES
+    for row in rows:
+        assert row.ready, f"{row.service} not ready"
+        assert psutil.pid_exists(row.pid)
+        assert row.memory_mb and row.memory_mb > 1
+
+
+def test_every_listening_socket_is_loopback_only(stack):
+    for service in stack.services():
+        record = processes.read_record(stack.settings.run_dir, service.name)
+        proc = psutil.Process(record.pid)
+        family = [proc] + proc.children(recursive=True)
+        listening = [c for p in family for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+        assert listening, f"{service.name} listens on nothing"
+        for conn in listening:
+            assert conn.laddr.ip in ("127.0.0.1", "::1"), f"{service.name} listens on {conn.laddr}"
+
+
+def test_status_json_is_stable_and_true(stack):
+    out = subprocess.run([sys.executable, "-m", "lakehouse.cli.main", "stack", "status", "--json"],
+                         capture_output=True, text=True, check=True)
+    data = json.loads(out.stdout)
+    assert data["all_ready"] is True
+    assert {s["service"] for s in data["services"]} == SERVICES
+    for entry in data["services"]:
+        assert set(entry) == {"service", "pid", "port", "ready", "memory_mb", "log"}
+    ports = {s["service"]: s["port"] for s in data["services"]}
+    assert ports["kafka"] == stack.settings.kafka.port
+    assert ports["metastore"] == stack.settings.metastore.port
+
+
+def test_credentials_are_generated_private_and_masked(stack):
+    path = stack.settings.credentials_path
+    assert path.stat().st_mode & 0o777 == 0o600
+    creds = json.loads(path.read_text())
+    assert len(creds["s3.secret_key"]) >= 24
+    out = subprocess.run([sys.executable, "-m", "lakehouse.cli.main", "config", "show", "--json"],
+                         capture_output=True, text=True, check=True)
+    for value in creds.values():
+        assert value not in out.stdout
+    shown = json.loads(out.stdout)
+    assert shown["s3"]["secret_key"] == "**********"
+    assert shown["kafka"]["port"] == stack.settings.kafka.port
+
+
+def test_s3_rejects_a_wrong_secret(settings):
+    import boto3
+    import pytest
+    from botocore.exceptions import ClientError
+
+    bad = boto3.client("s3", endpoint_url=settings.s3.endpoint, aws_access_key_id=settings.s3.access_key.get_secret_value(),
+                       aws_secret_access_key="not-the-secret", region_name=settings.s3.region)
+    with pytest.raises(ClientError) as err:
+        bad.list_objects_v2(Bucket=settings.s3.warehouse_bucket)
+    assert err.value.response["Error"]["Code"] in ("SignatureDoesNotMatch", "AccessDenied", "InvalidAccessKeyId")
