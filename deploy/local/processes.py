@@ -76,9 +76,16 @@ def service_user() -> str | None:
 
 
 def chown_for(path: Path, user: str | None) -> None:
-    """Give a data directory to the user a server runs as."""
+    """Give a data directory to the user a server runs as (who must be able to reach it)."""
     if user is None:
         return
+    for parent in path.resolve().parents:
+        if not parent.stat().st_mode & 0o001:
+            raise StackError(
+                f"{path} is inside {parent}, which user {user!r} cannot enter (mode "
+                f"{oct(parent.stat().st_mode & 0o777)}); database servers run as {user!r} when the stack is "
+                "started as root. Put the run directory elsewhere with LAKEHOUSE_RUN_DIR."
+            )
     entry = pwd.getpwnam(user)
     os.chown(path, entry.pw_uid, entry.pw_gid)
     for root, dirs, files in os.walk(path):

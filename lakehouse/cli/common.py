@@ -14,7 +14,7 @@ from rich.console import Console
 
 from lakehouse.settings import Settings, load_settings
 
-console = Console(stderr=True, log_path=False)
+console = Console(stderr=True, log_path=False, soft_wrap=True)
 
 
 def settings_or_exit() -> Settings:
@@ -25,7 +25,8 @@ def settings_or_exit() -> Settings:
         for err in exc.errors():
             where = ".".join(str(p) for p in err["loc"])
             env = "LAKEHOUSE_" + "__".join(str(p).upper() for p in err["loc"])
-            console.print(f"[red]error:[/] setting {where} ({env}): {err['msg']}")
+            msg = err["msg"].removeprefix("Value error, ")
+            console.print(f"[red]error:[/] setting {where} ({env}): {msg} (got {err.get('input')!r})", markup=True)
         raise typer.Exit(2) from None
 
 
