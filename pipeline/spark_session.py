@@ -8,6 +8,7 @@ memory settings are the same everywhere. Jars are the pinned ones in ``.tools/ja
 from __future__ import annotations
 
 import os
+import sys
 
 from deploy.artifacts import jar_paths
 from lakehouse.catalog import java_catalog_properties
@@ -28,9 +29,13 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         "spark.driver.host": settings.metrics.host,
         "spark.sql.shuffle.partitions": str(settings.pipeline.spark_shuffle_partitions),
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.scheduler.mode": "FAIR",
         "spark.sql.adaptive.enabled": "true",
         "spark.driver.extraJavaOptions": "-Djava.net.preferIPv4Stack=true",
+        # Python workers must use this interpreter (the venv with pyarrow and the project).
+        "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
+        "spark.pyspark.driver.python": sys.executable,
     }
     conf.update({f"{prefix}.{k}": v for k, v in java_catalog_properties(settings).items()})
     return conf
@@ -40,6 +45,8 @@ def build_session(settings: Settings, app_name: str, master: str | None = None):
     """A SparkSession (local[*] unless a master is given or set in SPARK_MASTER)."""
     from pyspark.sql import SparkSession
 
+    # PySpark picks the worker interpreter from the environment, not from the conf.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master or os.environ.get("SPARK_MASTER", "local[2]"))
     for key, value in spark_conf(settings, app_name).items():
         builder = builder.config(key, value)

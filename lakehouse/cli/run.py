@@ -1,0 +1,51 @@
+"""`lakehouse run ...`: the long-running jobs, in the foreground."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Annotated
+
+import typer
+
+from lakehouse.cli.common import console, settings_or_exit
+
+app = typer.Typer(help="Run a pipeline job in the foreground (Ctrl-C stops it after the current batch).",
+                  no_args_is_help=True)
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+@app.command()
+def clicks(
+    trigger: Annotated[float | None, typer.Option(help="Seconds between micro-batches (default from settings).")] = None,
+    max_batches: Annotated[int | None, typer.Option(help="Stop after this many non-idle batches.")] = None,
+    log_level: Annotated[str, typer.Option(help="Python log level.")] = "info",
+) -> None:
+    """Ingest ClickEvents: Kafka -> validate -> enrich -> Iceberg, exactly once.
+
+    Offsets are committed in the same Iceberg snapshot as the rows, so the job can be
+    killed at any moment and restarted: it resumes from the table.
+    """
+    from pipeline.clicks.job import ClickIngestJob
+    from pipeline.metrics import serve
+    from pipeline.runner import install_stop_handlers, run_loop
+    from pipeline.spark_session import build_session
+
+    _logging(log_level)
+    settings = settings_or_exit()
+    serve(settings.metrics.host, settings.metrics.pipeline_port)
+    spark = build_session(settings, "lakehouse-clicks")
+    job = ClickIngestJob(spark, settings)
+    stop = threading.Event()
+    install_stop_handlers(stop)
+    console.print(f"clicks: reading {settings.kafka.clicks_topic} -> {settings.catalog.clicks_table}; "
+                  f"metrics on http://{settings.metrics.host}:{settings.metrics.pipeline_port}/metrics")
+    try:
+        run_loop(job, trigger or settings.pipeline.trigger_seconds, stop, max_batches=max_batches)
+    finally:
+        job.close()
+        spark.stop()

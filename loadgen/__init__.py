@@ -1,0 +1,1 @@
+"""Load generation: ClickEvents and database changes at a controlled rate (Locust)."""

@@ -1,0 +1,1 @@
+"""Click-stream ingestion: ClickEvents from Kafka into the Iceberg click table."""

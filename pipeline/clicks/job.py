@@ -1,0 +1,175 @@
+"""The click ingestion job: one micro-batch = plan, fetch+validate, enrich, commit.
+
+Two tables are written per batch, each commit carrying the batch's end offsets:
+first the dead-letter table, then the click table. The click table's offsets are
+where the job resumes. If a crash falls between the two commits, the batch is read
+again and the dead-letter write keeps only records past the offsets *it* already
+committed — so both tables receive every record exactly once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+import time
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakehouse.settings import Settings
+from pipeline import metrics
+from pipeline.clicks.validate import Limits, parse_batch
+from pipeline.dimensions import DimensionCache
+from pipeline.kafka_source import offsets as kafka_offsets
+from pipeline.kafka_source.fetch import RANGE_DDL, fetcher
+from pipeline.kafka_source.planner import Planner
+from pipeline.kafka_source.ranges import OffsetRange, next_offsets
+from pipeline.tables import ensure_clicks_tables, ensure_dimension_tables
+
+log = logging.getLogger(__name__)
+
+PARSED_DDL = (
+    "topic STRING, partition INT, offset BIGINT, timestamp_ms BIGINT, key BINARY, value BINARY, error STRING, "
+    "event_id STRING, webpageId INT, uid STRING, productId STRING, cookieId STRING, expendTime INT, "
+    "updateTime BIGINT"
+)
+
+CLICK_COLUMNS = ["event_id", "webpageId", "uid", "productId", "cookieId", "expendTime", "updateTime", "name",
+                 "product_price", "member_level", "event_time", "produced_at", "ingest_time", "kafka_topic",
+                 "kafka_partition", "kafka_offset"]
+
+
+def _beyond(offsets: dict[str, dict[int, int]]):
+    """A filter keeping records at or past the given per-partition offsets."""
+    cond = F.lit(True)
+    for topic, parts in offsets.items():
+        for part, offset in parts.items():
+            cond = cond & ~((F.col("topic") == topic) & (F.col("partition") == part) & (F.col("offset") < offset))
+    return cond
+
+
+class ClickIngestJob:
+    name = "clicks"
+
+    def __init__(self, spark: SparkSession, settings: Settings):
+        self.spark, self.settings = spark, settings
+        cat, pipe = settings.catalog, settings.pipeline
+        ensure_clicks_tables(spark, settings)
+        ensure_dimension_tables(spark, settings)
+        self.dimensions = DimensionCache(spark, settings)
+        self.planner = Planner(settings.kafka.bootstrap, [settings.kafka.clicks_topic],
+                               pipe.max_records_per_partition, pipe.on_offsets_expired)
+        self.limits = Limits(max_bytes=pipe.max_event_bytes, max_age_ms=pipe.max_event_age_days * 86_400_000,
+                             max_future_ms=pipe.max_event_future_seconds * 1000)
+        self.clicks_table, self.dead_table = cat.clicks_table, cat.dead_letter_table
+        self.recover()
+
+    def recover(self) -> None:
+        """(Re)load where each table stands: the tables are the only checkpoint."""
+        self.committed = kafka_offsets.committed_offsets(self.spark, self.clicks_table)
+        self.dead_committed = kafka_offsets.committed_offsets(self.spark, self.dead_table)
+        log.info("clicks resume from %s (dead-letter at %s)", self.committed, self.dead_committed)
+
+    def close(self) -> None:
+        self.planner.close()
+
+    def _read(self, ranges: list[OffsetRange]) -> DataFrame:
+        rows = [(r.topic, r.partition, r.start, r.end) for r in ranges]
+        transform = functools.partial(parse_batch, limits=self.limits)
+        return (self.spark.createDataFrame(rows, RANGE_DDL).repartition(len(rows))
+                .mapInArrow(fetcher(self.settings.kafka.bootstrap, transform), PARSED_DDL))
+
+    def _commit(self, df: DataFrame, table: str, offsets: dict[str, dict[int, int]]) -> float:
+        began = time.monotonic()
+        writer = df.writeTo(table)
+        for key, value in kafka_offsets.write_options(offsets).items():
+            writer = writer.option(key, value)
+        writer.append()
+        took = time.monotonic() - began
+        metrics.COMMIT_SECONDS.labels(table).observe(took)
+        metrics.LAST_COMMIT.labels(table).set(time.time())
+        return took
+
+    def _update_lag(self, ranges: list[OffsetRange], marks) -> None:
+        for r in ranges:
+            metrics.LAG.labels(self.name, r.topic, str(r.partition)).set(marks[(r.topic, r.partition)].high - r.start)
+            metrics.COMMITTED_OFFSET.labels(self.name, r.topic, str(r.partition)).set(r.start)
+        for topic, part, *_ in self.planner.expired_events:
+            metrics.OFFSETS_EXPIRED.labels(topic, str(part)).inc()
+        self.planner.expired_events.clear()
+
+    def run_once(self) -> int:
+        began = time.monotonic()
+        ranges, marks = self.planner.plan(self.committed)
+        self._update_lag(ranges, marks)
+        work = [r for r in ranges if r.size > 0]
+        if not work:
+            metrics.BATCHES.labels(self.name, "idle").inc()
+            return 0
+        target = next_offsets(ranges)
+        parsed = self._read(work).persist()
+        try:
+            counts = {row.valid: row.n for row in parsed.groupBy(F.col("error").isNull().alias("valid"))
+                      .agg(F.count(F.lit(1)).alias("n")).collect()}
+            valid_n, dead_n = counts.get(True, 0), counts.get(False, 0)
+            now = dt.datetime.now(dt.timezone.utc)
+            if dead_n:
+                self._commit(self._dead_letters(parsed, now), self.dead_table, target)
+                self.dead_committed = target
+            self._commit(self._clicks(parsed, now), self.clicks_table, target)
+            committed_at = time.time()
+            self.committed = target
+            self._observe_latency(parsed, committed_at)
+        finally:
+            parsed.unpersist()
+        total = valid_n + dead_n
+        metrics.ROWS.labels(self.name, "in").inc(total)
+        metrics.ROWS.labels(self.name, "valid").inc(valid_n)
+        metrics.ROWS.labels(self.name, "dead_letter").inc(dead_n)
+        metrics.BATCH_ROWS.labels(self.name).observe(total)
+        metrics.BATCHES.labels(self.name, "committed").inc()
+        metrics.BATCH_SECONDS.labels(self.name).observe(time.monotonic() - began)
+        for r in ranges:
+            metrics.COMMITTED_OFFSET.labels(self.name, r.topic, str(r.partition)).set(r.end)
+            metrics.LAG.labels(self.name, r.topic, str(r.partition)).set(marks[(r.topic, r.partition)].high - r.end)
+        log.info("clicks: committed %d valid + %d dead-lettered in %.2fs", valid_n, dead_n, time.monotonic() - began)
+        return max(total, 1)
+
+    def _dead_letters(self, parsed: DataFrame, now: dt.datetime) -> DataFrame:
+        return (parsed.filter(F.col("error").isNotNull() & _beyond(self.dead_committed))
+                .select(F.col("value").alias("raw"),
+                        F.split(F.col("error"), ":").getItem(0).alias("error_kind"),
+                        F.col("error"),
+                        F.col("topic").alias("kafka_topic"),
+                        F.col("partition").alias("kafka_partition"),
+                        F.col("offset").alias("kafka_offset"),
+                        F.timestamp_millis("timestamp_ms").alias("produced_at"),
+                        F.lit(now).cast("timestamp").alias("ingest_time")))
+
+    def _clicks(self, parsed: DataFrame, now: dt.datetime) -> DataFrame:
+        valid = parsed.filter(F.col("error").isNull())
+        enriched = self.dimensions.enrich(valid)
+        return enriched.select(
+            *["event_id", "webpageId", "uid", "productId", "cookieId", "expendTime", "updateTime",
+              "name", "product_price", "member_level"],
+            F.timestamp_millis("updateTime").alias("event_time"),
+            F.timestamp_millis("timestamp_ms").alias("produced_at"),
+            F.lit(now).cast("timestamp").alias("ingest_time"),
+            F.col("topic").alias("kafka_topic"),
+            F.col("partition").alias("kafka_partition"),
+            F.col("offset").alias("kafka_offset"),
+        )
+
+    def _observe_latency(self, parsed: DataFrame, committed_at: float) -> None:
+        """Bucket (commit time - produce time) on the executors; only counts reach the driver."""
+        latency = F.lit(committed_at) - F.col("timestamp_ms") / 1000.0
+        bounds = metrics.LATENCY_BUCKETS
+        aggs = [F.sum(F.when(latency <= b, 1).otherwise(0)).alias(f"le_{i}") for i, b in enumerate(bounds)]
+        row = (parsed.filter(F.col("error").isNull())
+               .agg(*aggs, F.count(F.lit(1)).alias("n"), F.sum(latency).alias("total")).collect()[0])
+        if not row.n:
+            return
+        cumulative = [row[f"le_{i}"] or 0 for i in range(len(bounds))] + [row.n]
+        counts = [cumulative[0]] + [b - a for a, b in zip(cumulative, cumulative[1:])]
+        metrics.E2E_LATENCY.add(self.clicks_table, counts, row.total or 0.0)

@@ -1,0 +1,131 @@
+"""Driver side: decide each micro-batch's offset ranges.
+
+The end of each range is the partition's high watermark *as carried in a fetch
+response*: some brokers (the local Tansu) answer ListOffsets(latest) short of the real
+end when producers batch, while the fetch-response watermark is right on every broker.
+So the planner keeps one consumer, fetches a little at the tail of each partition, and
+reads the cached watermarks. Partitions are assigned explicitly (no consumer group).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from pipeline.kafka_source.ranges import OffsetRange
+
+log = logging.getLogger(__name__)
+
+
+class OffsetsExpiredError(RuntimeError):
+    """Committed offsets point below what the broker still retains: records were lost."""
+
+
+@dataclass(frozen=True)
+class Watermarks:
+    low: int  # first retained offset
+    high: int  # one past the last readable offset
+
+
+class Planner:
+    def __init__(self, bootstrap: str, topics: list[str], max_per_partition: int, on_expired: str = "fail",
+                 probe_timeout: float = 5.0):
+        self.topics = topics
+        self.max_per_partition = max_per_partition
+        self.on_expired = on_expired
+        self.probe_timeout = probe_timeout
+        self.expired_events: list[tuple[str, int, int, int]] = []  # topic, partition, committed, low
+        self._last_high: dict[tuple[str, int], int] = {}
+        self._consumer = Consumer({
+            "bootstrap.servers": bootstrap,
+            "group.id": "lakehouse-planner",  # never joined: assign() only, nothing committed
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",
+            "fetch.wait.max.ms": 50,
+            "max.partition.fetch.bytes": 65536,
+            "log_level": 3,
+        })
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def partitions(self) -> list[tuple[str, int]]:
+        meta = self._consumer.list_topics(timeout=10)
+        out = []
+        for topic in self.topics:
+            if topic not in meta.topics or meta.topics[topic].error is not None:
+                raise RuntimeError(f"topic {topic!r} does not exist on {self._consumer}: create it (stack up does)")
+            out.extend((topic, p) for p in sorted(meta.topics[topic].partitions))
+        return out
+
+    def watermarks(self, starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], Watermarks]:
+        """Fetch at the tail of every partition, then read the watermarks the fetch returned."""
+        assignment = []
+        for (topic, part), start in starts.items():
+            probe = max(start, self._last_high.get((topic, part), 0) - 1, 0)
+            assignment.append(TopicPartition(topic, part, probe))
+        self._consumer.assign(assignment)
+        pending = set(starts)
+        deadline = time.monotonic() + self.probe_timeout
+        while pending and time.monotonic() < deadline:
+            msg = self._consumer.poll(0.1)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                log.info("probe of %s[%s]: %s", msg.topic(), msg.partition(), err)
+                if msg.topic() is None or msg.partition() is None:
+                    continue  # not about one partition: keep waiting
+            pending.discard((msg.topic(), msg.partition()))
+        out = {}
+        for topic, part in sorted(pending):
+            # No fetch answer: an offset outside the log gets none on some brokers. Ask ListOffsets
+            # (whose end may be short, but an offset beyond it with no fetch reply is out of range).
+            low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=10, cached=False)
+            if low <= starts[(topic, part)] <= high:
+                raise TimeoutError(f"no fetch response within {self.probe_timeout}s for {topic}[{part}]; "
+                                   "is the broker up?")
+            out[(topic, part)] = Watermarks(low=max(low, 0), high=high)
+        for topic, part in starts:
+            if (topic, part) in out:
+                continue
+            tp = TopicPartition(topic, part)
+            low, high = self._consumer.get_watermark_offsets(tp, cached=True)
+            if low < 0 or high < 0:  # not carried by the fetch (e.g. an out-of-range reply): ask
+                listed_low, listed_high = self._consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+                low = listed_low if low < 0 else low
+                high = listed_high if high < 0 else high
+            self._last_high[(topic, part)] = high
+            out[(topic, part)] = Watermarks(low=max(low, 0), high=high)
+        return out
+
+    def plan(self, committed: dict[str, dict[int, int]]) -> tuple[list[OffsetRange], dict[tuple[str, int], Watermarks]]:
+        """Ranges from the committed offsets to the current end, capped per partition."""
+        partitions = self.partitions()
+        starts = {(t, p): committed.get(t, {}).get(p, 0) for t, p in partitions}
+        marks = self.watermarks(starts)
+        ranges = []
+        for (topic, part), start in starts.items():
+            wm = marks[(topic, part)]
+            if start < wm.low or start > wm.high:
+                start = self._handle_out_of_range(topic, part, start, wm)
+            end = min(wm.high, start + self.max_per_partition)
+            ranges.append(OffsetRange(topic, part, start, max(start, end)))
+        return ranges, marks
+
+    def _handle_out_of_range(self, topic: str, part: int, start: int, wm: Watermarks) -> int:
+        self.expired_events.append((topic, part, start, wm.low))
+        what = (f"committed offset {start} of {topic}[{part}] is outside the broker's retained range "
+                f"[{wm.low}, {wm.high})")
+        if start < wm.low:
+            what += f": {wm.low - start} records expired from Kafka before they were ingested (DATA LOSS)"
+        else:
+            what += ": the broker lost records it had acknowledged (was an in-memory broker restarted?)"
+        if self.on_expired == "fail":
+            raise OffsetsExpiredError(what + ". Set LAKEHOUSE_PIPELINE__ON_OFFSETS_EXPIRED=earliest to continue.")
+        log.error("%s; continuing from the earliest retained offset %s as configured", what, wm.low)
+        return wm.low

@@ -1,0 +1,92 @@
+"""Prometheus metrics of the Spark jobs, served from the driver.
+
+Names start with ``lakehouse_`` and carry their unit. End-to-end latency is a real
+Prometheus histogram whose bucket counts are computed by Spark on the executors (one
+small aggregate per batch) and added here, so no row-level data ever reaches the driver.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+#: 100 ms to 10 min, dense around the seconds-level freshness goal
+LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+ROWS = Counter("lakehouse_pipeline_rows_total", "Rows seen by a job, by stage (in, valid, dead_letter).",
+               ["job", "stage"])
+BATCHES = Counter("lakehouse_pipeline_batches_total", "Micro-batches run, by outcome (committed, idle, failed).",
+                  ["job", "outcome"])
+BATCH_SECONDS = Histogram("lakehouse_pipeline_batch_duration_seconds", "Wall time of a micro-batch.", ["job"],
+                          buckets=(0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120))
+COMMIT_SECONDS = Histogram("lakehouse_pipeline_commit_duration_seconds", "Wall time of one Iceberg commit.",
+                           ["table"], buckets=(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30))
+BATCH_ROWS = Histogram("lakehouse_pipeline_batch_rows", "Records read per micro-batch.", ["job"],
+                       buckets=(0, 10, 100, 1_000, 5_000, 10_000, 50_000, 100_000, 500_000))
+LAG = Gauge("lakehouse_kafka_lag_records", "Records in Kafka not yet committed (end - committed).",
+            ["job", "topic", "partition"])
+COMMITTED_OFFSET = Gauge("lakehouse_kafka_committed_offset", "Next offset to read, as committed in Iceberg.",
+                         ["job", "topic", "partition"])
+LAST_COMMIT = Gauge("lakehouse_table_last_commit_timestamp_seconds", "Unix time of the last commit by this writer.",
+                    ["table"])
+OFFSETS_EXPIRED = Counter("lakehouse_kafka_offsets_expired_total",
+                          "Times committed offsets were outside the broker's retained range.", ["topic", "partition"])
+
+
+class LatencyHistogram(Collector):
+    """Histogram fed with pre-aggregated bucket counts (per table)."""
+
+    def __init__(self, name: str, documentation: str, buckets: Iterable[float] = LATENCY_BUCKETS):
+        self.name, self.documentation = name, documentation
+        self.buckets = tuple(buckets)
+        self._lock = threading.Lock()
+        self._counts: dict[str, list[int]] = {}
+        self._sums: dict[str, float] = {}
+
+    def add(self, table: str, bucket_counts: list[int], total_seconds: float) -> None:
+        """Add non-cumulative counts: one per bucket bound, then one for +Inf."""
+        if len(bucket_counts) != len(self.buckets) + 1:
+            raise ValueError("need one count per bucket plus +Inf")
+        with self._lock:
+            current = self._counts.setdefault(table, [0] * (len(self.buckets) + 1))
+            for i, n in enumerate(bucket_counts):
+                current[i] += int(n)
+            self._sums[table] = self._sums.get(table, 0.0) + float(total_seconds)
+
+    def collect(self):
+        family = HistogramMetricFamily(self.name, self.documentation, labels=["table"])
+        with self._lock:
+            for table, counts in self._counts.items():
+                cumulative, running = [], 0
+                for bound, n in zip([*map(str, self.buckets), "+Inf"], counts):
+                    running += n
+                    cumulative.append((bound, running))
+                family.add_metric([table], cumulative, self._sums[table])
+        yield family
+
+
+E2E_LATENCY = LatencyHistogram("lakehouse_e2e_latency_seconds",
+                               "Event produce time (Kafka timestamp) to row committed in Iceberg.")
+REGISTRY.register(E2E_LATENCY)
+
+_server_lock = threading.Lock()
+_served: set[int] = set()
+
+
+def serve(host: str, port: int) -> None:
+    """Expose /metrics once per process (jobs sharing a driver share the endpoint)."""
+    with _server_lock:
+        if port in _served:
+            return
+        try:
+            start_http_server(port, addr=host)
+        except OSError as exc:
+            raise RuntimeError(
+                f"cannot serve metrics on {host}:{port} ({exc.strerror}); another job may hold it: "
+                "set LAKEHOUSE_METRICS__PIPELINE_PORT"
+            ) from exc
+        _served.add(port)

@@ -1,0 +1,139 @@
+"""Click ingestion on real Kafka, S3, metastore and Spark."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.clicks.job import ClickIngestJob
+from pipeline.kafka_source.offsets import committed_offsets
+
+
+def drain(job: ClickIngestJob, max_batches: int = 20) -> int:
+    """Run batches until one is idle; return how many committed."""
+    for n in range(max_batches):
+        if job.run_once() == 0:
+            return n
+    raise AssertionError("the job never went idle")
+
+
+def rows(spark, table: str) -> list:
+    return spark.table(table).collect()
+
+
+def test_valid_events_land_once_and_bad_ones_in_dead_letter(spark, click_settings, producer):
+    producer.send(3000, bad_share=0.01)
+    assert len(producer.sent.bad) >= 10
+    job = ClickIngestJob(spark, click_settings)
+    try:
+        assert drain(job) >= 1
+        snapshots_before = spark.table(f"{click_settings.catalog.clicks_table}.snapshots").count()
+        assert job.run_once() == 0, "an idle batch commits nothing"
+        assert spark.table(f"{click_settings.catalog.clicks_table}.snapshots").count() == snapshots_before
+    finally:
+        job.close()
+
+    clicks = rows(spark, click_settings.catalog.clicks_table)
+    assert sorted(r.event_id for r in clicks) == sorted(producer.sent.valid)
+    for r in clicks:
+        sent = producer.sent.valid[r.event_id]
+        assert (r.webpageId, r.uid, r.productId, r.cookieId, r.expendTime, r.updateTime) == (
+            sent["webpageId"], sent["uid"], sent["productId"], sent["cookieId"], sent["expendTime"], sent["updateTime"])
+        assert int(r.event_time.timestamp() * 1000) == sent["updateTime"]
+        assert r.kafka_topic == click_settings.kafka.clicks_topic and r.produced_at and r.ingest_time
+
+    dead = rows(spark, click_settings.catalog.dead_letter_table)
+    assert {bytes(r.raw): r.error_kind for r in dead} == {
+        p: {"event_time": "out_of_range"}.get(k, k) for p, k in producer.sent.bad.items()}
+    assert all(r.error and r.kafka_offset is not None and r.ingest_time for r in dead)
+
+    committed = committed_offsets(spark, click_settings.catalog.clicks_table)[click_settings.kafka.clicks_topic]
+    per_partition = {}
+    for r in clicks + dead:
+        per_partition[r.kafka_partition] = max(per_partition.get(r.kafka_partition, -1), r.kafka_offset)
+    assert committed == {p: o + 1 for p, o in per_partition.items()}
+
+
+def test_table_layout(spark, click_settings, producer):
+    producer.send(10)
+    job = ClickIngestJob(spark, click_settings)
+    job.close()
+    table = click_settings.catalog.clicks_table
+    props = {r.key: r.value for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+    assert props["format-version"] == "2"
+    assert props["write.metadata.delete-after-commit.enabled"] == "true"
+    assert "productId" in props.get("sort-order", "")
+    ddl = spark.sql(f"SHOW CREATE TABLE {table}").collect()[0][0]
+    assert "PARTITIONED BY (days(event_time))" in ddl
+
+
+def test_restart_resumes_from_the_table(spark, click_settings, producer):
+    producer.send(500)
+    first = ClickIngestJob(spark, click_settings)
+    drain(first)
+    first.close()
+    producer.send(700)
+    second = ClickIngestJob(spark, click_settings)
+    assert second.committed, "a new job starts from the offsets in the table"
+    drain(second)
+    second.close()
+    ids = [r.event_id for r in rows(spark, click_settings.catalog.clicks_table)]
+    assert len(ids) == len(set(ids)) == 1200
+
+
+def test_dimension_change_is_seen_by_later_events_only(spark, click_settings, producer):
+    cat = click_settings.catalog
+    job = ClickIngestJob(spark, click_settings)  # creates the (empty) dimension tables
+    spark.sql(f"INSERT INTO {cat.products_table} VALUES ('1', 'test01', 'd', 1.1000, current_timestamp())")
+    spark.sql(f"INSERT INTO {cat.members_table} VALUES ('513248', 'm', '{{}}', 1, current_timestamp())")
+    producer.send(50, productId="1", uid="513248")
+    producer.send(20, productId="19")  # no such product: keeps nulls
+    drain(job)
+    before = set(producer.sent.valid)
+    spark.sql(f"UPDATE {cat.products_table} SET name = 'renamed', product_price = 8.1000 WHERE productId = '1'")
+    spark.sql(f"UPDATE {cat.members_table} SET member_level = 2 WHERE userid = '513248'")
+    producer.send(50, productId="1", uid="513248")
+    drain(job)
+    job.close()
+    result = {r.event_id: r for r in rows(spark, cat.clicks_table)}
+    for event_id, r in result.items():
+        if r.productId == "19":
+            assert r.name is None and r.product_price is None
+            continue
+        if r.productId != "1":
+            continue
+        if event_id in before:
+            assert (r.name, str(r.product_price), r.member_level) == ("test01", "1.1000", 1)
+        else:
+            assert (r.name, str(r.product_price), r.member_level) == ("renamed", "8.1000", 2)
+
+
+def test_offsets_property_is_json_per_topic(spark, click_settings, producer):
+    producer.send(30)
+    job = ClickIngestJob(spark, click_settings)
+    drain(job)
+    job.close()
+    summary = spark.sql(f"SELECT summary FROM {click_settings.catalog.clicks_table}.snapshots").collect()[-1][0]
+    offsets = json.loads(summary["lakehouse.kafka-offsets"])
+    assert set(offsets) == {click_settings.kafka.clicks_topic}
+    assert sum(offsets[click_settings.kafka.clicks_topic].values()) == 30
+
+
+@pytest.mark.parametrize("policy", ["fail", "earliest"])
+def test_offsets_outside_retained_range_follow_the_setting(spark, click_settings, producer, policy):
+    from pipeline.kafka_source.planner import OffsetsExpiredError, Planner
+
+    producer.send(20)
+    planner = Planner(click_settings.kafka.bootstrap, [click_settings.kafka.clicks_topic], 1000, policy)
+    try:
+        beyond = {click_settings.kafka.clicks_topic: {0: 10_000_000}}
+        if policy == "fail":
+            with pytest.raises(OffsetsExpiredError, match="outside the broker's retained range"):
+                planner.plan(beyond)
+        else:
+            ranges, _ = planner.plan(beyond)
+            assert next(r for r in ranges if r.partition == 0).start == 0
+            assert planner.expired_events
+    finally:
+        planner.close()
