@@ -1,0 +1,93 @@
+"""Exactly-once under crashes: kill -9 of the job, and a broker restart mid-run."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from pipeline.clicks.job import ClickIngestJob
+from pipeline.runner import run_loop
+from tests.pipeline.conftest import settings_env
+
+
+def wait_for(predicate, timeout: float, what: str, every: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def event_ids(spark, table: str) -> list[str]:
+    if not spark.catalog.tableExists(table):
+        return []
+    return [r.event_id for r in spark.table(table).select("event_id").collect()]
+
+
+def test_kill_minus_nine_at_random_moments_loses_and_duplicates_nothing(spark, click_settings, producer, tmp_path):
+    env = {**os.environ, **settings_env(click_settings), "LAKEHOUSE_PIPELINE__TRIGGER_SECONDS": "0.5"}
+    table = click_settings.catalog.clicks_table
+    stop_producing = threading.Event()
+
+    def produce():
+        while not stop_producing.is_set():
+            producer.send(200, bad_share=0.01)
+            time.sleep(0.2)
+
+    feeder = threading.Thread(target=produce)
+    feeder.start()
+    rng = random.Random(11)
+    log = (tmp_path / "job.log").open("ab")
+    try:
+        for _ in range(3):
+            job = subprocess.Popen([sys.executable, "-m", "lakehouse.cli.main", "run", "clicks", "--log-level", "warning"],
+                                   env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            seen = len(event_ids(spark, table))
+            wait_for(lambda: len(event_ids(spark, table)) > seen, 120, "the job to commit")
+            time.sleep(rng.uniform(0.0, 3.0))
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    finally:
+        stop_producing.set()
+        feeder.join()
+    final = subprocess.Popen([sys.executable, "-m", "lakehouse.cli.main", "run", "clicks", "--log-level", "warning"],
+                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: len(event_ids(spark, table)) >= len(producer.sent.valid), 180, "every event to land")
+        time.sleep(3)  # a duplicate would show up in a later batch
+    finally:
+        os.killpg(final.pid, signal.SIGTERM)
+        final.wait(60)
+    ids = event_ids(spark, table)
+    assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} duplicated events"
+    assert set(ids) == set(producer.sent.valid)
+    dead = spark.table(click_settings.catalog.dead_letter_table).select("kafka_partition", "kafka_offset").collect()
+    assert len(dead) == len(set(dead)) == len(producer.sent.bad)
+
+
+def test_broker_restart_mid_run_recovers_by_itself(stack, spark, click_settings, producer):
+    job = ClickIngestJob(spark, click_settings)
+    stop = threading.Event()
+    runner = threading.Thread(target=run_loop, args=(job, 0.5, stop))
+    runner.start()
+    table = click_settings.catalog.clicks_table
+    try:
+        producer.send(1000)
+        wait_for(lambda: len(event_ids(spark, table)) >= 1000, 120, "first events")
+        stack.restart("kafka")
+        producer.send(1000)
+        wait_for(lambda: len(event_ids(spark, table)) >= 2000, 180, "events after the broker restart")
+    finally:
+        stop.set()
+        runner.join(120)
+        job.close()
+    ids = event_ids(spark, table)
+    assert len(ids) == len(set(ids)) == 2000
+    assert set(ids) == set(producer.sent.valid)
