@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from lakehouse.cli import config, run, stack
+from lakehouse.cli import bench, config, run, stack
 
 app = typer.Typer(
     help=(
@@ -18,6 +18,7 @@ app = typer.Typer(
 app.add_typer(stack.app, name="stack")
 app.add_typer(config.app, name="config")
 app.add_typer(run.app, name="run")
+app.add_typer(bench.app, name="bench")
 
 if __name__ == "__main__":
     app()

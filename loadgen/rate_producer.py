@@ -1,0 +1,89 @@
+"""A plain, rate-controlled ClickEvent producer (no Locust) for benchmarks and the demo.
+
+Holds a target events/s by producing in small paced bursts; librdkafka batches
+underneath (linger.ms), which the local broker needs to be fast. Reports what it
+achieved, and says so when it fell short of the target.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+import typer
+from confluent_kafka import Producer
+
+from loadgen.events import bad_payload, click_event, encode
+
+
+@dataclass
+class ProduceReport:
+    target_rate: float
+    sent: int
+    bad: int
+    seconds: float
+    failed: int
+
+    @property
+    def achieved_rate(self) -> float:
+        return self.sent / self.seconds if self.seconds else 0.0
+
+    @property
+    def reached(self) -> bool:
+        return self.achieved_rate >= 0.95 * self.target_rate
+
+
+def produce_at_rate(bootstrap: str, topic: str, rate: float, duration: float, bad_share: float = 0.0,
+                    seed: int | None = None, tick: float = 0.02) -> ProduceReport:
+    rng = random.Random(seed)
+    failures = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
+                         "queue.buffering.max.messages": 1_000_000, "log_level": 3})
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            failures.append(err)
+
+    began = time.monotonic()
+    sent = bad = 0
+    while (elapsed := time.monotonic() - began) < duration:
+        due = int(rate * elapsed) - sent
+        for _ in range(max(0, due)):
+            if bad_share and rng.random() < bad_share:
+                _, payload = bad_payload(rng)
+                bad += 1
+            else:
+                payload = encode(click_event(rng))
+            try:
+                producer.produce(topic, payload, on_delivery=on_delivery)
+            except BufferError:
+                producer.poll(0.05)
+                producer.produce(topic, payload, on_delivery=on_delivery)
+            sent += 1
+        producer.poll(0)
+        time.sleep(tick)
+    producer.flush(60)
+    return ProduceReport(rate, sent, bad, time.monotonic() - began, len(failures))
+
+
+def main(
+    rate: float = typer.Option(1000, help="Target events per second."),
+    duration: float = typer.Option(10, help="Seconds to produce for."),
+    bad_share: float = typer.Option(0.0, help="Share of deliberately bad events (0-1)."),
+    topic: str = typer.Option(None, help="Topic (default: the click topic from settings)."),
+) -> None:
+    """Produce ClickEvents at a fixed rate and report the rate achieved."""
+    from lakehouse.settings import load_settings
+
+    settings = load_settings()
+    report = produce_at_rate(settings.kafka.bootstrap, topic or settings.kafka.clicks_topic, rate, duration, bad_share)
+    typer.echo(f"produced {report.sent} events ({report.bad} bad) in {report.seconds:.1f}s = "
+               f"{report.achieved_rate:,.0f}/s (target {rate:,.0f}/s), {report.failed} failed")
+    if not report.reached:
+        typer.secho("target rate NOT reached: the producer is the bottleneck", fg="yellow", err=True)
+        raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,152 @@
+"""Ingest benchmark: sustained rate and freshness of the click pipeline, against a raw ceiling.
+
+Freshness is measured the way a reader experiences it: for every row, the commit time
+of the Iceberg snapshot that added its data file minus the Kafka produce timestamp.
+The raw ceiling reads the same events from Kafka and writes Parquet with no Spark at
+all (confluent-kafka + pyarrow), which says what the machine could do at best.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import NewTopic
+from prometheus_client import REGISTRY
+
+from lakehouse.settings import Settings
+from loadgen.rate_producer import produce_at_rate
+
+
+@dataclass
+class IngestBenchResult:
+    target_rate: float
+    duration_s: float
+    produced: int
+    committed: int
+    sustained_eps: float
+    freshness_p50_s: float
+    freshness_p95_s: float
+    freshness_p99_s: float
+    batches: int
+    batch_mean_s: float
+    raw_ceiling_eps: float
+
+    @property
+    def ratio(self) -> float:
+        return self.sustained_eps / self.raw_ceiling_eps if self.raw_ceiling_eps else 0.0
+
+
+def bench_settings(settings: Settings, tag: str) -> Settings:
+    s = settings.model_copy(deep=True)
+    s.kafka.clicks_topic = f"bench_{tag}"
+    s.catalog.clicks_table = f"bench.clickevent_{tag}"
+    s.catalog.dead_letter_table = f"bench.dead_letter_{tag}"
+    return s
+
+
+def freshness_quantiles(spark, table: str, since_ms: int = 0) -> tuple[float, float, float]:
+    """p50/p95/p99 of (snapshot commit time - produce time) over rows produced since, in seconds."""
+    row = spark.sql(f"""
+        WITH rows AS (SELECT input_file_name() AS file, produced_at FROM {table}
+                      WHERE unix_millis(produced_at) >= {since_ms}),
+             added AS (SELECT data_file.file_path AS file, snapshot_id FROM {table}.entries WHERE status = 1),
+             snaps AS (SELECT snapshot_id, committed_at FROM {table}.snapshots)
+        SELECT percentile_approx((unix_millis(s.committed_at) - unix_millis(r.produced_at)) / 1000.0,
+                                 array(0.5, 0.95, 0.99), 10000) AS q
+        FROM rows r JOIN added a ON r.file = a.file JOIN snaps s ON a.snapshot_id = s.snapshot_id
+    """).collect()[0]
+    return tuple(float(q) for q in row.q) if row.q else (float("nan"),) * 3
+
+
+def raw_ceiling(settings: Settings, topic: str, partitions: int, out_dir: Path) -> float:
+    """Events/s to consume the topic from the start and write Parquet, without Spark."""
+    consumer = Consumer({"bootstrap.servers": settings.kafka.bootstrap, "group.id": "bench-raw",
+                         "enable.partition.eof": True, "enable.auto.commit": False, "log_level": 3})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    began, eof, n, chunk = time.monotonic(), set(), 0, []
+    writer = None
+    while len(eof) < partitions:
+        for msg in consumer.consume(10_000, timeout=1.0):
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    eof.add(msg.partition())
+                continue
+            eof.discard(msg.partition())
+            chunk.append(msg.value())
+        if len(chunk) >= 50_000 or (len(eof) == partitions and chunk):
+            table = pa.Table.from_pylist([json.loads(v) for v in chunk])
+            if writer is None:
+                writer = pq.ParquetWriter(out_dir / "raw.parquet", table.schema, compression="zstd")
+            writer.write_table(table.cast(writer.schema))
+            n += len(chunk)
+            chunk = []
+    if writer:
+        writer.close()
+    consumer.close()
+    return n / (time.monotonic() - began)
+
+
+def run(settings: Settings, rate: float, duration: float, out_dir: Path, progress=print) -> IngestBenchResult:
+    from deploy.local.services.broker import admin_client
+    from pipeline.clicks.job import ClickIngestJob
+    from pipeline.runner import run_loop
+    from pipeline.spark_session import build_session
+
+    tag = time.strftime("%Y%m%d%H%M%S")
+    s = bench_settings(settings, tag)
+    partitions = s.kafka.clicks_partitions
+    admin = admin_client(s)
+    admin.create_topics([NewTopic(s.kafka.clicks_topic, partitions, 1)])[s.kafka.clicks_topic].result()
+    spark = build_session(s, "lakehouse-bench-ingest")
+    job = ClickIngestJob(spark, s)
+    stop = threading.Event()
+    loop = threading.Thread(target=run_loop, args=(job, s.pipeline.trigger_seconds, stop), daemon=True)
+    loop.start()
+    # Warm up (JVM, Python workers, first commit) before the measured window.
+    warm = produce_at_rate(s.kafka.bootstrap, s.kafka.clicks_topic, 2000, 1.0)
+    while sum(job.committed.get(s.kafka.clicks_topic, {}).values()) < warm.sent:
+        time.sleep(0.2)
+    progress(f"warm; producing {rate:,.0f} events/s for {duration:.0f}s into {s.kafka.clicks_topic}")
+    since_ms = int(time.time() * 1000)
+    began = time.monotonic()
+    producer = subprocess.run(
+        [sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate), "--duration", str(duration),
+         "--topic", s.kafka.clicks_topic], capture_output=True, text=True)
+    progress(producer.stdout.strip() or producer.stderr.strip())
+    produced = warm.sent + (int(producer.stdout.split()[1]) if producer.stdout.startswith("produced") else 0)
+    committed = 0
+    deadline = time.monotonic() + max(120.0, duration)
+    while time.monotonic() < deadline:
+        committed = sum(job.committed.get(s.kafka.clicks_topic, {}).values())
+        if committed >= produced:
+            break
+        time.sleep(0.5)
+    finished = time.monotonic()
+    stop.set()
+    loop.join(120)
+    job.close()
+    progress(f"pipeline committed {committed:,} of {produced:,}; measuring freshness and the raw ceiling")
+    p50, p95, p99 = freshness_quantiles(spark, s.catalog.clicks_table, since_ms)
+    count = REGISTRY.get_sample_value("lakehouse_pipeline_batch_duration_seconds_count", {"job": "clicks"}) or 0
+    total = REGISTRY.get_sample_value("lakehouse_pipeline_batch_duration_seconds_sum", {"job": "clicks"}) or 0
+    mean = total / count if count else float("nan")
+    spark.stop()
+    ceiling = raw_ceiling(s, s.kafka.clicks_topic, partitions, out_dir)
+    measured = committed - warm.sent
+    return IngestBenchResult(rate, duration, produced, committed, measured / (finished - began), p50, p95, p99,
+                             int(count), mean, ceiling)
+
+
+def save(result: IngestBenchResult, out_dir: Path) -> Path:
+    path = out_dir / "bench-ingest.json"
+    path.write_text(json.dumps({**asdict(result), "ratio_to_raw": result.ratio}, indent=2))
+    return path
