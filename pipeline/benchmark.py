@@ -95,6 +95,21 @@ def raw_ceiling(settings: Settings, topic: str, partitions: int, out_dir: Path) 
     return n / (time.monotonic() - began)
 
 
+def committed_total(job, topic: str) -> int:
+    return sum(job.committed.get(topic, {}).values())
+
+
+def warm_up(job, settings: Settings, events: int = 2000, timeout: float = 120.0):
+    """Produce a few events and wait for their commit, so JVM and worker start-up stay out of the figures."""
+    topic = settings.kafka.clicks_topic
+    target = committed_total(job, topic) + events
+    report = produce_at_rate(settings.kafka.bootstrap, topic, events, 1.0)
+    deadline = time.monotonic() + timeout
+    while committed_total(job, topic) < target and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return report
+
+
 def run(settings: Settings, rate: float, duration: float, out_dir: Path, progress=print) -> IngestBenchResult:
     from deploy.local.services.broker import admin_client
     from pipeline.clicks.job import ClickIngestJob
@@ -111,10 +126,7 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
     stop = threading.Event()
     loop = threading.Thread(target=run_loop, args=(job, s.pipeline.trigger_seconds, stop), daemon=True)
     loop.start()
-    # Warm up (JVM, Python workers, first commit) before the measured window.
-    warm = produce_at_rate(s.kafka.bootstrap, s.kafka.clicks_topic, 2000, 1.0)
-    while sum(job.committed.get(s.kafka.clicks_topic, {}).values()) < warm.sent:
-        time.sleep(0.2)
+    warm = warm_up(job, s)
     progress(f"warm; producing {rate:,.0f} events/s for {duration:.0f}s into {s.kafka.clicks_topic}")
     since_ms = int(time.time() * 1000)
     began = time.monotonic()

@@ -47,9 +47,20 @@ def build_session(settings: Settings, app_name: str, master: str | None = None):
 
     # PySpark picks the worker interpreter from the environment, not from the conf.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Keep Spark's own sockets on loopback (it would otherwise pick the host's address).
+    os.environ.setdefault("SPARK_LOCAL_IP", settings.metrics.host)
     builder = SparkSession.builder.master(master or os.environ.get("SPARK_MASTER", "local[2]"))
     for key, value in spark_conf(settings, app_name).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    _quiet_loggers(spark)
     return spark
+
+
+def _quiet_loggers(spark) -> None:
+    """Silence known-harmless noise (S3FileIO finalizer warnings when the catalog cache is off)."""
+    jvm = spark.sparkContext._jvm
+    level = jvm.org.apache.logging.log4j.Level.ERROR
+    for name in ("org.apache.iceberg.aws.s3.S3FileIO", "org.apache.hadoop.hive.metastore.HiveMetaStoreClient"):
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)
