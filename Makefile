@@ -9,7 +9,7 @@ LAKEHOUSE := $(BIN)/lakehouse
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install debs artifacts demo test down-local status-local clean
+.PHONY: help install debs artifacts demo test down-local status-local clean bench-ingest
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -45,3 +45,9 @@ down-local: ## Stop the local stack (data kept; PURGE=1 deletes it)
 
 clean: down-local ## Remove venv, tools and run dirs
 	rm -rf $(VENV) .tools .run .run-test results
+
+RATE ?= 10000
+DURATION ?= 600
+bench-ingest: install ## Ingest benchmark on the local stack (RATE=events/s DURATION=seconds)
+	@$(LAKEHOUSE) stack up
+	@$(LAKEHOUSE) bench ingest --rate $(RATE) --duration $(DURATION)

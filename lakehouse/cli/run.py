@@ -49,3 +49,28 @@ def clicks(
     finally:
         job.close()
         spark.stop()
+
+
+@app.command()
+def pipeline(
+    jobs: Annotated[str, typer.Option(help="Comma-separated jobs to run in one Spark application.")] = "clicks",
+    log_level: Annotated[str, typer.Option(help="Python log level.")] = "info",
+) -> None:
+    """Run several jobs in ONE Spark application (FAIR scheduler pools) - the local stack's way on 2 cores."""
+    from pipeline.app import run_jobs
+    from pipeline.metrics import serve
+    from pipeline.runner import install_stop_handlers
+    from pipeline.spark_session import build_session
+
+    _logging(log_level)
+    settings = settings_or_exit()
+    serve(settings.metrics.host, settings.metrics.pipeline_port)
+    spark = build_session(settings, "lakehouse-pipeline")
+    stop = threading.Event()
+    install_stop_handlers(stop)
+    names = [n.strip() for n in jobs.split(",") if n.strip()]
+    console.print(f"pipeline: jobs {', '.join(names)} in one Spark application (FAIR pools)")
+    try:
+        run_jobs(spark, settings, names, stop)
+    finally:
+        spark.stop()

@@ -110,17 +110,21 @@ class ClickIngestJob:
         target = next_offsets(ranges)
         parsed = self._read(work).persist()
         try:
-            counts = {row.valid: row.n for row in parsed.groupBy(F.col("error").isNull().alias("valid"))
-                      .agg(F.count(F.lit(1)).alias("n")).collect()}
-            valid_n, dead_n = counts.get(True, 0), counts.get(False, 0)
+            # One pass over the fetched records: valid/invalid counts and the age of each valid
+            # record at t0 in 100 ms steps (for the latency histogram once the commit time is known).
+            t0_ms = int(time.time() * 1000)
+            age = F.when(F.col("error").isNull(), F.greatest(F.lit(0), F.floor((F.lit(t0_ms) - F.col("timestamp_ms")) / 100)))
+            stats = parsed.groupBy(F.col("error").isNull().alias("valid"), age.alias("age")).count().collect()
+            valid_n = sum(r["count"] for r in stats if r.valid)
+            dead_n = sum(r["count"] for r in stats if not r.valid)
             now = dt.datetime.now(dt.timezone.utc)
             if dead_n:
                 self._commit(self._dead_letters(parsed, now), self.dead_table, target)
                 self.dead_committed = target
             self._commit(self._clicks(parsed, now), self.clicks_table, target)
-            committed_at = time.time()
+            committed_at_ms = int(time.time() * 1000)
             self.committed = target
-            self._observe_latency(parsed, committed_at)
+            self._observe_latency([(r.age, r["count"]) for r in stats if r.valid], committed_at_ms - t0_ms)
         finally:
             parsed.unpersist()
         total = valid_n + dead_n
@@ -161,15 +165,14 @@ class ClickIngestJob:
             F.col("offset").alias("kafka_offset"),
         )
 
-    def _observe_latency(self, parsed: DataFrame, committed_at: float) -> None:
-        """Bucket (commit time - produce time) on the executors; only counts reach the driver."""
-        latency = F.lit(committed_at) - F.col("timestamp_ms") / 1000.0
+    def _observe_latency(self, ages: list[tuple[int, int]], commit_delay_ms: int) -> None:
+        """Latency of each row = its age at t0 (100 ms steps, mid-step) + time from t0 to the commit."""
         bounds = metrics.LATENCY_BUCKETS
-        aggs = [F.sum(F.when(latency <= b, 1).otherwise(0)).alias(f"le_{i}") for i, b in enumerate(bounds)]
-        row = (parsed.filter(F.col("error").isNull())
-               .agg(*aggs, F.count(F.lit(1)).alias("n"), F.sum(latency).alias("total")).collect()[0])
-        if not row.n:
-            return
-        cumulative = [row[f"le_{i}"] or 0 for i in range(len(bounds))] + [row.n]
-        counts = [cumulative[0]] + [b - a for a, b in zip(cumulative, cumulative[1:])]
-        metrics.E2E_LATENCY.add(self.clicks_table, counts, row.total or 0.0)
+        counts = [0] * (len(bounds) + 1)
+        total = 0.0
+        for age, n in ages:
+            latency = (commit_delay_ms + age * 100 + 50) / 1000.0
+            counts[next((i for i, b in enumerate(bounds) if latency <= b), len(bounds))] += n
+            total += latency * n
+        if any(counts):
+            metrics.E2E_LATENCY.add(self.clicks_table, counts, total)

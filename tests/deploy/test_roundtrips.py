@@ -92,7 +92,8 @@ def test_mariadb_seed_and_binlog(settings):
 
     m = settings.mariadb
     with mariadb_connect(settings, database=m.database) as conn, conn.cursor() as cur:
-        cur.execute("SELECT productId, name, product_price FROM products ORDER BY productId")
+        cur.execute("SELECT productId, name, product_price FROM products WHERE productId IN "
+                    "('1','2','3','4','5','6','7','8','9') ORDER BY productId")
         products = cur.fetchall()
         cur.execute("SELECT userid FROM user_member ORDER BY userid")
         members = {r[0] for r in cur.fetchall()}
@@ -100,7 +101,7 @@ def test_mariadb_seed_and_binlog(settings):
         start_gtid = cur.fetchone()[0]
     assert [p[1] for p in products] == [f"test0{i}" for i in range(1, 10)]
     assert str(products[0][2]) == "1.1000"
-    assert members == {"513248", "10952", "555655", "795098", "603670"}
+    assert {"513248", "10952", "555655", "795098", "603670"} <= members  # other tests may add members
 
     marker = uuid.uuid4().hex[:12]
     with mariadb_connect(settings, user=m.app_user, database=m.database) as conn, conn.cursor() as cur:
