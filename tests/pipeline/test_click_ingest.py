@@ -137,3 +137,51 @@ def test_offsets_outside_retained_range_follow_the_setting(spark, click_settings
             assert planner.expired_events
     finally:
         planner.close()
+
+
+def test_metrics_describe_the_batches(spark, click_settings, producer):
+    from prometheus_client import REGISTRY
+
+    producer.send(400, bad_share=0.05)
+    job = ClickIngestJob(spark, click_settings)
+    table = click_settings.catalog.clicks_table
+    before = REGISTRY.get_sample_value("lakehouse_e2e_latency_seconds_count", {"table": table}) or 0
+    valid_before = REGISTRY.get_sample_value("lakehouse_pipeline_rows_total", {"job": "clicks", "stage": "valid"}) or 0
+    drain(job)
+    job.close()
+    valid = len(producer.sent.valid)
+    assert REGISTRY.get_sample_value("lakehouse_e2e_latency_seconds_count", {"table": table}) - before == valid
+    assert REGISTRY.get_sample_value("lakehouse_pipeline_rows_total", {"job": "clicks", "stage": "valid"}) - valid_before == valid
+    inf = REGISTRY.get_sample_value("lakehouse_e2e_latency_seconds_bucket", {"table": table, "le": "+Inf"})
+    ten_min = REGISTRY.get_sample_value("lakehouse_e2e_latency_seconds_bucket", {"table": table, "le": "600.0"})
+    assert inf == ten_min, "fresh events are all under 10 minutes"
+    for p in range(3):
+        lag = REGISTRY.get_sample_value("lakehouse_kafka_lag_records",
+                                        {"job": "clicks", "topic": click_settings.kafka.clicks_topic, "partition": str(p)})
+        assert lag == 0
+    assert REGISTRY.get_sample_value("lakehouse_table_last_commit_timestamp_seconds", {"table": table}) > 0
+
+
+def test_jobs_share_one_application_in_fair_pools(spark, click_settings, producer):
+    import threading
+
+    from pipeline.app import run_jobs
+
+    producer.send(300)
+    stop = threading.Event()
+    app = threading.Thread(target=run_jobs, args=(spark, click_settings, ["clicks"], stop))
+    app.start()
+    try:
+        import time
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if spark.catalog.tableExists(click_settings.catalog.clicks_table) and \
+                    spark.table(click_settings.catalog.clicks_table).count() >= 300:
+                break
+            time.sleep(1)
+    finally:
+        stop.set()
+        app.join(120)
+    assert spark.table(click_settings.catalog.clicks_table).count() == 300
+    assert spark.sparkContext.getConf().get("spark.scheduler.mode") == "FAIR"

@@ -26,7 +26,7 @@ def s3_client(settings: Settings, timeout: float = 5.0):
             s3={"addressing_style": "path"},
             connect_timeout=timeout,
             read_timeout=timeout,
-            retries={"max_attempts": 2},
+            retries={"max_attempts": 5, "mode": "standard"},
         ),
     )
 
@@ -96,8 +96,18 @@ class ObjectStore(Service):
         ]
 
     def ready(self) -> bool:
+        """ListBuckets answers; once the warehouse bucket exists, an object also round-trips.
+
+        SeaweedFS answers ListBuckets before its volume server serves reads, so after a
+        restart the first GetObject could fail without the second check.
+        """
         try:
-            s3_client(self.settings, timeout=2.0).list_buckets()
+            client = s3_client(self.settings, timeout=2.0)
+            buckets = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
+            bucket = self.settings.s3.warehouse_bucket
+            if bucket in buckets:
+                client.put_object(Bucket=bucket, Key="_lakehouse/ready", Body=b"ok")
+                return client.get_object(Bucket=bucket, Key="_lakehouse/ready")["Body"].read() == b"ok"
             return True
         except (BotoCoreError, ClientError):
             return False

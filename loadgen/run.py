@@ -1,0 +1,95 @@
+"""Run Locust headless for `lakehouse load`: command line, reports, achieved vs target rate."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadgen.shapes.profiles import PROFILES
+
+LOADGEN_DIR = Path(__file__).resolve().parent
+SHAPES = tuple(PROFILES)
+
+
+def parse_duration(text: str) -> float:
+    """'90', '90s', '2m', '1h30m' -> seconds (Locust's --run-time forms)."""
+    total, number = 0.0, ""
+    for ch in text.strip():
+        if ch.isdigit() or ch == ".":
+            number += ch
+        elif ch in "hms" and number:
+            total += float(number) * {"h": 3600, "m": 60, "s": 1}[ch]
+            number = ""
+        else:
+            raise ValueError(f"cannot read duration {text!r}: use forms like 60, 60s, 2m, 1h30m")
+    return total + (float(number) if number else 0.0)
+
+
+def expected_events(shape: str, rate: float, duration: float, steps: int = 1000) -> float:
+    """Events the shape asks for over the run (integral of its rate)."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r}; shapes: {', '.join(SHAPES)}")
+    profile = PROFILES[shape]
+    dt = duration / steps
+    return sum(profile((i + 0.5) * dt, rate, duration) * dt for i in range(steps))
+
+
+@dataclass
+class LoadResult:
+    target_events: float
+    delivered: int
+    failed: int
+    duration: float
+    produce_p50_ms: float
+    produce_p99_ms: float
+    report_dir: Path
+
+    @property
+    def achieved_rate(self) -> float:
+        return self.delivered / self.duration if self.duration else 0.0
+
+    @property
+    def reached(self) -> bool:
+        return self.delivered >= 0.95 * self.target_events
+
+
+def command(rate: float, duration: float, shape: str, bad_share: float, users: int, workers: int,
+            db_change_rate: float, out: Path) -> list[str]:
+    files = [str(LOADGEN_DIR / "locustfile.py"), str(LOADGEN_DIR / "shapes" / f"{shape}.py")]
+    cmd = [sys.executable, "-m", "locust", "-f", ",".join(files), "--headless", "-u", str(users), "-r", str(users),
+           "--run-time", f"{int(duration)}s", "--stop-timeout", "10", "--event-rate", str(rate),
+           "--bad-share", str(bad_share), "--db-change-rate", str(db_change_rate),
+           "--csv", str(out / "locust"), "--html", str(out / "report.html"), "--only-summary", "--loglevel", "WARNING"]
+    if workers > 1:
+        cmd += ["--processes", str(workers)]
+    return cmd
+
+
+def read_result(out: Path, target_events: float, duration: float) -> LoadResult:
+    delivered = failed = 0
+    p50 = p99 = 0.0
+    with (out / "locust_stats.csv").open() as fh:
+        for row in csv.DictReader(fh):
+            if row["Type"] != "kafka":
+                continue
+            delivered += int(row["Request Count"]) - int(row["Failure Count"])
+            failed += int(row["Failure Count"])
+            if row["Name"] == "click":
+                p50, p99 = float(row["50%"]), float(row["99%"])
+    return LoadResult(target_events, delivered, failed, duration, p50, p99, out)
+
+
+def run(rate: float, duration: float, shape: str, bad_share: float, users: int, workers: int,
+        db_change_rate: float, out: Path) -> LoadResult:
+    out.mkdir(parents=True, exist_ok=True)
+    target = expected_events(shape, rate, duration)
+    proc = subprocess.run(command(rate, duration, shape, bad_share, users, workers, db_change_rate, out),
+                          capture_output=True, text=True)
+    (out / "locust.log").write_text(proc.stdout + proc.stderr)
+    if not (out / "locust_stats.csv").exists():
+        raise RuntimeError(f"locust wrote no statistics (exit {proc.returncode}); see {out / 'locust.log'}:\n"
+                           + (proc.stderr or proc.stdout)[-1500:])
+    return read_result(out, target, duration)

@@ -1,0 +1,93 @@
+"""Locust load generation against the real broker and database."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from confluent_kafka.admin import NewTopic
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+from deploy.local.services.broker import admin_client
+from deploy.local.services.mariadb import connect as mariadb_connect
+from loadgen.run import expected_events, parse_duration, run
+from pipeline.clicks.validate import Limits, classify
+from tests.deploy.test_roundtrips import consume_all
+
+
+@pytest.fixture
+def topic(settings, monkeypatch):
+    name = f"load_{uuid.uuid4().hex[:8]}"
+    admin = admin_client(settings)
+    admin.create_topics([NewTopic(name, 3, 1)])[name].result()
+    monkeypatch.setenv("LAKEHOUSE_KAFKA__CLICKS_TOPIC", name)
+    return name
+
+
+def test_ten_seconds_at_a_set_rate(settings, topic, tmp_path):
+    result = run(rate=1500, duration=10, shape="constant", bad_share=0.05, users=3, workers=1,
+                 db_change_rate=0, out=tmp_path)
+    assert result.failed == 0
+    assert abs(result.delivered - 15_000) <= 0.05 * 15_000, result
+    values = consume_all(settings, topic, 3)
+    # Deliveries acknowledged while Locust shuts down reach the topic but not the final stats.
+    assert result.delivered <= len(values) <= result.delivered * 1.01, "the topic holds what was delivered"
+    limits = Limits()
+    good, bad = [], 0
+    for value in values:
+        now_ms = json.loads(value)["updateTime"] if error_free(value) else 0
+        fields, error = classify(value, now_ms, limits)
+        if error is None:
+            good.append(fields["event_id"])
+        else:
+            bad += 1
+    assert len(good) == len(set(good)), "every eventId is unique"
+    assert 0.03 <= bad / len(values) <= 0.07, f"bad share {bad / len(values):.3f}, asked 0.05"
+    assert (tmp_path / "report.html").exists() and (tmp_path / "locust_stats.csv").exists()
+
+
+def error_free(value: bytes) -> bool:
+    try:
+        return isinstance(json.loads(value).get("updateTime"), int)
+    except (ValueError, AttributeError):
+        return False
+
+
+def test_rate_control_two_rates_differ_accordingly(settings, topic, tmp_path):
+    slow = run(1000, 6, "constant", 0.0, 4, 1, 0, tmp_path / "slow")
+    fast = run(3000, 6, "constant", 0.0, 4, 1, 0, tmp_path / "fast")
+    assert 2.7 <= fast.delivered / slow.delivered <= 3.3, (slow.delivered, fast.delivered)
+
+
+def test_database_user_changes_land_in_the_binlog(settings, topic, tmp_path):
+    m = settings.mariadb
+    with mariadb_connect(settings) as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@gtid_binlog_pos")
+        start = cur.fetchone()[0]
+    result = run(10, 6, "constant", 0.0, 2, 1, db_change_rate=30, out=tmp_path)  # 1 db + 1 click user
+    stats = (tmp_path / "locust_stats.csv").read_text()
+    assert "mysql" in stats
+    stream = BinLogStreamReader(
+        connection_settings={"host": m.host, "port": m.port, "user": m.cdc_user,
+                             "password": m.cdc_password.get_secret_value()},
+        server_id=4343, is_mariadb=True, auto_position=start, blocking=False,
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent], only_schemas=[m.database])
+    try:
+        tables = [event.table for event in stream]
+    finally:
+        stream.close()
+    assert len(tables) >= 20, "about 30 changes/s for 6 s should leave many row events"
+    assert set(tables) <= {"products", "user_member"}
+    assert result.delivered > 0
+
+
+def test_shapes_and_durations():
+    assert parse_duration("1h30m") == 5400 and parse_duration("90") == 90 and parse_duration("2m") == 120
+    assert expected_events("constant", 100, 10) == pytest.approx(1000)
+    assert expected_events("ramp", 100, 10) == pytest.approx(550, rel=0.01)
+    assert expected_events("step", 100, 8) == pytest.approx(500, rel=0.01)
+    assert expected_events("spike", 100, 10) == pytest.approx(440, rel=0.01)
+    with pytest.raises(ValueError, match="shapes: constant, step, ramp, spike"):
+        expected_events("zigzag", 1, 1)
