@@ -9,7 +9,7 @@ LAKEHOUSE := $(BIN)/lakehouse
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install debs artifacts demo test down-local status-local clean bench-ingest
+.PHONY: help install debs artifacts demo test down-local status-local clean bench-ingest bench-load
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -51,3 +51,7 @@ DURATION ?= 600
 bench-ingest: install ## Ingest benchmark on the local stack (RATE=events/s DURATION=seconds)
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench ingest --rate $(RATE) --duration $(DURATION)
+
+bench-load: install ## Load generator capacity: one Locust process vs workers
+	@$(LAKEHOUSE) stack up
+	@$(LAKEHOUSE) bench load

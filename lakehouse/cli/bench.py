@@ -46,3 +46,30 @@ def ingest(
         table.add_row(name, value)
     console.print(table)
     console.print(f"saved {save(result, out)}")
+
+
+@app.command()
+def load(
+    rates: Annotated[str, typer.Option(help="Comma-separated target rates to try.")] = "10000,20000,40000,80000",
+    workers: Annotated[str, typer.Option(help="Comma-separated worker counts to try.")] = "1,2",
+    seconds: Annotated[float, typer.Option(help="Seconds per trial.")] = 10,
+) -> None:
+    """Highest events/s Locust sustains against the local broker, per process count, with produce latency."""
+    from loadgen.run import run
+
+    out = REPO_ROOT / "results" / f"bench-load-{time.strftime('%Y%m%d-%H%M%S')}"
+    table = Table(title=f"load generator capacity ({seconds:.0f}s trials)")
+    for col in ("workers", "target/s", "achieved/s", "reached", "p50 ms", "p99 ms"):
+        table.add_column(col, justify="right")
+    with friendly_errors():
+        for n in [int(w) for w in workers.split(",")]:
+            for rate in [float(r) for r in rates.split(",")]:
+                console.log(f"{n} process(es) at {rate:,.0f}/s ...")
+                result = run(rate, seconds, "constant", 0.0, max(4, 2 * n), n, 0.0, out / f"w{n}-r{int(rate)}")
+                table.add_row(str(n), f"{rate:,.0f}", f"{result.achieved_rate:,.0f}",
+                              "yes" if result.reached else "no", f"{result.produce_p50_ms:.0f}",
+                              f"{result.produce_p99_ms:.0f}")
+                if not result.reached:
+                    break
+    console.print(table)
+    console.print(f"reports under {out}")
