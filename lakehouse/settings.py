@@ -227,6 +227,11 @@ class Settings(BaseSettings):
         return f"{self.kafka.cdc_topic_prefix}.{table}"
 
     @property
+    def cdc_position_topic(self) -> str:
+        """Where the capture records its durable binlog position."""
+        return f"{self.kafka.cdc_topic_prefix}._position"
+
+    @property
     def cdc_tables(self) -> tuple[str, ...]:
         return ("products", "user_member")
 

@@ -22,9 +22,10 @@ JobFactory = Callable[[object, Settings], MicroBatchJob]
 
 def job_factories() -> dict[str, JobFactory]:
     """The jobs that can share an application, by name."""
+    from pipeline.cdc.apply import DimensionApplyJob
     from pipeline.clicks.job import ClickIngestJob
 
-    return {"clicks": ClickIngestJob}
+    return {"clicks": ClickIngestJob, "dims": DimensionApplyJob}
 
 
 def run_jobs(spark, settings: Settings, names: list[str], stop: threading.Event) -> None:

@@ -33,6 +33,9 @@ COMMITTED_OFFSET = Gauge("lakehouse_kafka_committed_offset", "Next offset to rea
                          ["job", "topic", "partition"])
 LAST_COMMIT = Gauge("lakehouse_table_last_commit_timestamp_seconds", "Unix time of the last commit by this writer.",
                     ["table"])
+CDC_APPLIED = Counter("lakehouse_cdc_rows_applied_total", "Rows upserted or deleted by MERGE.", ["table", "action"])
+DIMENSION_APPLY_LAG = Gauge("lakehouse_cdc_apply_lag_seconds",
+                            "Commit time minus the oldest source timestamp in the last applied batch.", ["table"])
 OFFSETS_EXPIRED = Counter("lakehouse_kafka_offsets_expired_total",
                           "Times committed offsets were outside the broker's retained range.", ["topic", "partition"])
 

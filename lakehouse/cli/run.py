@@ -53,7 +53,7 @@ def clicks(
 
 @app.command()
 def pipeline(
-    jobs: Annotated[str, typer.Option(help="Comma-separated jobs to run in one Spark application.")] = "clicks",
+    jobs: Annotated[str, typer.Option(help="Comma-separated jobs to run in one Spark application.")] = "clicks,dims",
     log_level: Annotated[str, typer.Option(help="Python log level.")] = "info",
 ) -> None:
     """Run several jobs in ONE Spark application (FAIR scheduler pools) - the local stack's way on 2 cores."""
@@ -73,4 +73,51 @@ def pipeline(
     try:
         run_jobs(spark, settings, names, stop)
     finally:
+        spark.stop()
+
+
+@app.command()
+def cdc(log_level: Annotated[str, typer.Option(help="Python log level.")] = "info") -> None:
+    """Capture MariaDB/MySQL row changes as Debezium envelopes, one Kafka topic per table.
+
+    First run: a consistent snapshot (op 'r'); then the binlog from exactly that position.
+    Restarts resume after the last durable checkpoint.
+    """
+    from prometheus_client import start_http_server
+
+    from pipeline.cdc.capture import Capture
+    from pipeline.runner import install_stop_handlers
+
+    _logging(log_level)
+    settings = settings_or_exit()
+    start_http_server(settings.metrics.cdc_port, addr=settings.metrics.host)
+    stop = threading.Event()
+    install_stop_handlers(stop)
+    console.print(f"cdc: {settings.mariadb.database}.{{{', '.join(settings.cdc_tables)}}} -> "
+                  f"{settings.kafka.cdc_topic_prefix}.*; metrics on :{settings.metrics.cdc_port}")
+    Capture(settings).run(stop)
+
+
+@app.command()
+def dims(
+    max_batches: Annotated[int | None, typer.Option(help="Stop after this many non-idle batches.")] = None,
+    log_level: Annotated[str, typer.Option(help="Python log level.")] = "info",
+) -> None:
+    """Apply CDC topics to the Iceberg dimension tables (MERGE INTO, offsets in the same commit)."""
+    from pipeline.cdc.apply import DimensionApplyJob
+    from pipeline.metrics import serve
+    from pipeline.runner import install_stop_handlers, run_loop
+    from pipeline.spark_session import build_session
+
+    _logging(log_level)
+    settings = settings_or_exit()
+    serve(settings.metrics.host, settings.metrics.pipeline_port)
+    spark = build_session(settings, "lakehouse-dims")
+    job = DimensionApplyJob(spark, settings)
+    stop = threading.Event()
+    install_stop_handlers(stop)
+    try:
+        run_loop(job, settings.pipeline.trigger_seconds, stop, max_batches=max_batches)
+    finally:
+        job.close()
         spark.stop()

@@ -23,6 +23,7 @@ def wanted_topics(settings: Settings) -> dict[str, int]:
     """Every topic the lakehouse uses, with its partition count."""
     topics = {settings.kafka.clicks_topic: settings.kafka.clicks_partitions}
     topics.update({settings.cdc_topic(t): settings.kafka.cdc_partitions for t in settings.cdc_tables})
+    topics[settings.cdc_position_topic] = 1
     return topics
 
 

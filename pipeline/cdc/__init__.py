@@ -1,0 +1,1 @@
+"""Change data capture: MySQL/MariaDB binlog -> Debezium envelopes in Kafka -> Iceberg MERGE."""
