@@ -1,0 +1,155 @@
+"""CDC on a real MariaDB binlog, broker, Spark and metastore."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from deploy.local.services.mariadb import connect as mariadb_connect
+from pipeline.cdc.apply import DimensionApplyJob
+from pipeline.cdc.capture import Capture, SchemaChangeError, read_checkpoint
+from tests.deploy.test_roundtrips import consume_all
+from tests.pipeline.cdc_support import isolated_cdc_settings, lake_rows, source_rows, wait_equal
+
+
+@pytest.fixture
+def cdc(settings):
+    return isolated_cdc_settings(settings)
+
+
+@pytest.fixture
+def capture(cdc):
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    cap = Capture(cdc)
+
+    def run():
+        try:
+            cap.run(stop)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while read_checkpoint(cdc) is None:  # the snapshot is done once a position is durable
+        assert time.monotonic() < deadline and not errors, errors
+        time.sleep(0.2)
+    yield errors
+    stop.set()
+    thread.join(30)
+
+
+def execute(s, *statements, user=None):
+    with mariadb_connect(s, user=user or s.mariadb.app_user, database=s.mariadb.database) as conn, \
+            conn.cursor() as cur:
+        for sql in statements:
+            cur.execute(sql)
+
+
+def test_snapshot_then_seed_scenario_visible_within_seconds(spark, cdc, capture):
+    job = DimensionApplyJob(spark, cdc)
+    try:
+        wait_equal(spark, cdc, 60, drain=job.run_once)
+        seed = lake_rows(spark, cdc)
+        assert [r[1] for r in seed["products"]] == [f"test0{i}" for i in range(1, 10)]
+        assert {r[0] for r in seed["user_member"]} == {"513248", "10952", "555655", "795098", "603670"}
+        execute(cdc, "UPDATE user_member SET memberLevel = 2 WHERE userid = '555655'",
+                "UPDATE products SET description = 'test666', product_price = 8.1 WHERE productId = '1'")
+        took = wait_equal(spark, cdc, 30, drain=job.run_once)
+        assert took < 15, f"seed scenario took {took:.1f}s to become visible"
+        rows = {r[0]: r for r in lake_rows(spark, cdc)["products"]}
+        assert rows["1"][2:4] == ("test666", "8.1000")
+        members = {r[0]: r for r in lake_rows(spark, cdc)["user_member"]}
+        assert members["555655"][3] == 2
+    finally:
+        job.close()
+    assert not capture
+
+
+def test_envelopes_conform_for_every_op(spark, cdc, capture):
+    execute(cdc, "INSERT INTO products (productId, name, description, product_price) VALUES ('x1', 'n', 'd', 1.2345)",
+            "UPDATE products SET product_price = 2.5 WHERE productId = 'x1'",
+            "DELETE FROM products WHERE productId = 'x1'")
+    deadline = time.monotonic() + 30
+    records = []
+    while time.monotonic() < deadline:
+        records = [json.loads(v) for v in consume_all(cdc, cdc.cdc_topic("products"), 1, idle_seconds=1)]
+        if {r["op"] for r in records} >= {"r", "c", "u", "d"}:
+            break
+    by_op = {r["op"]: r for r in records}
+    assert set(by_op) == {"r", "c", "u", "d"}
+    for op, record in by_op.items():
+        assert set(record) == {"before", "after", "source", "op", "ts_ms", "transaction"}
+        src = record["source"]
+        assert set(src) >= {"version", "connector", "name", "ts_ms", "snapshot", "db", "table", "server_id", "gtid",
+                            "file", "pos", "row"}
+        assert src["db"] == cdc.mariadb.database and src["table"] == "products" and src["connector"] == "mariadb"
+        assert isinstance(src["pos"], int) and isinstance(src["row"], int) and isinstance(src["ts_ms"], int)
+        assert isinstance(record["ts_ms"], int) and src["file"].startswith("binlog.")
+        assert (record["before"] is None) == (op in ("c", "r"))
+        assert (record["after"] is None) == (op == "d")
+        if op != "r":
+            assert src["snapshot"] == "false" and src["gtid"].count("-") == 2  # MariaDB domain-server-seq
+    assert by_op["c"]["after"]["product_price"] == "1.2345"  # exact decimal string
+    assert by_op["u"]["before"]["product_price"] == "1.2345" and by_op["u"]["after"]["product_price"] == "2.5000"
+    assert by_op["u"]["after"]["update_time"].endswith("Z")
+    assert by_op["d"]["before"]["productId"] == "x1"
+    assert not capture
+
+
+def test_changes_during_the_snapshot_are_neither_lost_nor_doubled(spark, cdc):
+    stop_writes = threading.Event()
+
+    def write():
+        i = 0
+        while not stop_writes.is_set():
+            execute(cdc, f"INSERT INTO user_member (userid, name, memberLevel) VALUES ('w{i}', 'w', 1)",
+                    f"UPDATE products SET product_price = {i % 97 + 1} WHERE productId = '{i % 9 + 1}'")
+            i += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    time.sleep(0.3)
+    cap = Capture(cdc)
+    snapshot_position = cap.snapshot()
+    stop_writes.set()
+    writer.join()
+    stop = threading.Event()
+    streamer = threading.Thread(target=cap.stream, args=(snapshot_position, stop))
+    streamer.start()
+    job = DimensionApplyJob(spark, cdc)
+    try:
+        wait_equal(spark, cdc, 60, drain=job.run_once)
+    finally:
+        stop.set()
+        streamer.join(30)
+        job.close()
+    for table in cdc.cdc_tables:
+        records = [json.loads(v) for v in consume_all(cdc, cdc.cdc_topic(table), 1, idle_seconds=1)]
+        positions = [(r["source"]["file"], r["source"]["pos"], r["source"]["row"]) for r in records if r["op"] != "r"]
+        assert len(positions) == len(set(positions)), "a change was published twice"
+        assert all((f, p) > (snapshot_position["file"], snapshot_position["pos"]) for f, p, _ in positions), \
+            "a change at or before the snapshot position was streamed again"
+
+
+def test_ddl_rule_add_column_evolves_other_ddl_stops(cdc, capture):
+    execute(cdc, "ALTER TABLE user_member ADD COLUMN nickname VARCHAR(32)", user="root")
+    execute(cdc, "INSERT INTO user_member (userid, name, memberLevel, nickname) VALUES ('n1', 'n', 1, 'nick')")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        records = [json.loads(v) for v in consume_all(cdc, cdc.cdc_topic("user_member"), 1, idle_seconds=1)]
+        if any(r["after"] and r["after"].get("nickname") == "nick" for r in records):
+            break
+    else:
+        raise AssertionError("the new column did not appear in the envelopes")
+    assert not capture
+    execute(cdc, "ALTER TABLE products MODIFY COLUMN product_price DECIMAL(12,2)", user="root")
+    deadline = time.monotonic() + 20
+    while not capture and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert capture and isinstance(capture[0], SchemaChangeError)
+    assert "MODIFY COLUMN product_price" in str(capture[0])
