@@ -9,7 +9,7 @@ LAKEHOUSE := $(BIN)/lakehouse
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install debs artifacts demo test down-local status-local clean bench-ingest bench-load
+.PHONY: help install debs artifacts demo test down-local status-local clean bench-ingest bench-load bench-cdc
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -55,3 +55,7 @@ bench-ingest: install ## Ingest benchmark on the local stack (RATE=events/s DURA
 bench-load: install ## Load generator capacity: one Locust process vs workers
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench load
+
+bench-cdc: install ## CDC benchmark: changes/s and apply freshness (RATE=changes/s DURATION=seconds)
+	@$(LAKEHOUSE) stack up
+	@$(LAKEHOUSE) bench cdc --rate $(or $(CDC_RATE),1000) --duration $(or $(CDC_DURATION),60)

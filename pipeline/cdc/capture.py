@@ -78,14 +78,14 @@ def read_checkpoint(settings: Settings) -> dict | None:
 
 
 class Capture:
-    def __init__(self, settings: Settings, server_id: int = 91_001, checkpoint_seconds: float = 0.2):
+    def __init__(self, settings: Settings, server_id: int = 91_001, checkpoint_seconds: float = 0.5):
         self.settings = settings
         self.db = settings.mariadb.database
         self.tables = list(settings.cdc_tables)
         self.server_id = server_id
         self.checkpoint_seconds = checkpoint_seconds
         self.producer = Producer({"bootstrap.servers": settings.kafka.bootstrap, "enable.idempotence": True,
-                                  "linger.ms": 5, "log_level": 3})
+                                  "linger.ms": 50, "log_level": 3})
         self.failures: list = []
         with _connect(settings) as conn, conn.cursor() as cur:
             cur.execute("SELECT VERSION()")

@@ -9,8 +9,8 @@ import uuid
 from confluent_kafka.admin import NewTopic
 
 from deploy.local.services.broker import admin_client
-from deploy.local.services.mariadb import SCHEMA_SQL
 from deploy.local.services.mariadb import connect as mariadb_connect
+from deploy.local.services.mariadb import create_source_database
 
 
 def isolated_cdc_settings(settings):
@@ -21,15 +21,7 @@ def isolated_cdc_settings(settings):
     s.kafka.cdc_topic_prefix = f"cdc_{suffix}"
     s.catalog.products_table = f"dim_test.products_{suffix}"
     s.catalog.members_table = f"dim_test.members_{suffix}"
-    with mariadb_connect(s) as conn, conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE `{s.mariadb.database}`")
-        cur.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE, ALTER ON `{s.mariadb.database}`.* "
-                    f"TO '{s.mariadb.app_user}'@'127.0.0.1'")
-        cur.execute(f"USE `{s.mariadb.database}`")
-        for statement in SCHEMA_SQL.read_text().split(";"):
-            body = "\n".join(line for line in statement.splitlines() if not line.strip().startswith("--")).strip()
-            if body:
-                cur.execute(body)
+    create_source_database(s, s.mariadb.database)
     admin = admin_client(s)
     topics = [NewTopic(s.cdc_topic(t), 1, 1) for t in s.cdc_tables] + [NewTopic(s.cdc_position_topic, 1, 1)]
     for future in admin.create_topics(topics).values():

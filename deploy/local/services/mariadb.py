@@ -30,6 +30,24 @@ def connect(settings: Settings, user: str = "root", database: str | None = None,
     )
 
 
+def apply_schema(cur, database: str) -> None:
+    """Create the seed tables and rows in a database (idempotent)."""
+    cur.execute(f"USE `{database}`")
+    for sql in SCHEMA_SQL.read_text().split(";"):
+        body = "\n".join(line for line in sql.splitlines() if not line.strip().startswith("--")).strip()
+        if body:
+            cur.execute(body)
+
+
+def create_source_database(settings: Settings, database: str) -> None:
+    """A new seeded database the app user may change (benchmarks and tests use their own)."""
+    m = settings.mariadb
+    with connect(settings) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+        cur.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE, ALTER ON `{database}`.* TO '{m.app_user}'@'127.0.0.1'")
+        apply_schema(cur, database)
+
+
 class MariaDB(Service):
     name = "mariadb"
     startup_timeout = 60.0
@@ -115,8 +133,4 @@ class MariaDB(Service):
         with conn, conn.cursor() as cur:
             for sql in statements:
                 cur.execute(sql, {"root": root_pw, "cdc": cdc_pw, "app": app_pw})
-            cur.execute(f"USE `{m.database}`")
-            for sql in SCHEMA_SQL.read_text().split(";"):
-                body = "\n".join(line for line in sql.splitlines() if not line.strip().startswith("--")).strip()
-                if body:
-                    cur.execute(body)
+            apply_schema(cur, m.database)
