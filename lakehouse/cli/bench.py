@@ -11,6 +11,15 @@ from rich.table import Table
 from lakehouse.cli.common import console, friendly_errors, settings_or_exit
 from lakehouse.settings import REPO_ROOT
 
+def _print_figures(title: str, figures: list[tuple[str, str]]) -> None:
+    table = Table(title=title)
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name, value in figures:
+        table.add_row(name, value)
+    console.print(table)
+
+
 app = typer.Typer(help="Benchmarks on the local stack; figures are printed and saved under results/.",
                   no_args_is_help=True)
 
@@ -28,10 +37,7 @@ def ingest(
     out.mkdir(parents=True, exist_ok=True)
     with friendly_errors():
         result = run(settings, rate, duration, out, progress=console.log)
-    table = Table(title=f"ingest benchmark: {rate:,.0f} events/s for {duration:.0f}s")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    for name, value in [
+    _print_figures(f"ingest benchmark: {rate:,.0f} events/s for {duration:.0f}s", [
         ("events produced", f"{result.produced:,}"),
         ("events committed", f"{result.committed:,}"),
         ("sustained events/s", f"{result.sustained_eps:,.0f}"),
@@ -42,9 +48,7 @@ def ingest(
         ("mean batch duration (s)", f"{result.batch_mean_s:.2f}"),
         ("raw ceiling events/s (Kafka -> Parquet, no Spark)", f"{result.raw_ceiling_eps:,.0f}"),
         ("pipeline / raw ceiling", f"{result.ratio:.0%}"),
-    ]:
-        table.add_row(name, value)
-    console.print(table)
+    ])
     console.print(f"saved {save(result, out)}")
 
 
@@ -86,14 +90,9 @@ def cdc(
     settings = settings_or_exit()
     with friendly_errors():
         result = run(settings, rate, duration, progress=console.log)
-    table = Table(title=f"CDC benchmark: {rate:,.0f} changes/s for {duration:.0f}s")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    for name, value in [
+    _print_figures(f"CDC benchmark: {rate:,.0f} changes/s for {duration:.0f}s", [
         ("changes written", f"{result.changes:,}"),
         ("sustained changes/s (until all applied)", f"{result.sustained_cps:,.0f}"),
         ("apply freshness p50 (s)", f"{result.freshness_p50_s:.2f}"),
         ("apply freshness p95 (s)", f"{result.freshness_p95_s:.2f}"),
-    ]:
-        table.add_row(name, value)
-    console.print(table)
+    ])

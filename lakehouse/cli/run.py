@@ -30,7 +30,12 @@ def clicks(
     Offsets are committed in the same Iceberg snapshot as the rows, so the job can be
     killed at any moment and restarted: it resumes from the table.
     """
-    from pipeline.clicks.job import ClickIngestJob
+    _run_single("clicks", trigger, max_batches, log_level)
+
+
+def _run_single(name: str, trigger: float | None, max_batches: int | None, log_level: str) -> None:
+    """One micro-batch job in its own Spark application, until Ctrl-C / SIGTERM."""
+    from pipeline.app import job_factories
     from pipeline.metrics import serve
     from pipeline.runner import install_stop_handlers, run_loop
     from pipeline.spark_session import build_session
@@ -38,12 +43,11 @@ def clicks(
     _logging(log_level)
     settings = settings_or_exit()
     serve(settings.metrics.host, settings.metrics.pipeline_port)
-    spark = build_session(settings, "lakehouse-clicks")
-    job = ClickIngestJob(spark, settings)
+    spark = build_session(settings, f"lakehouse-{name}")
+    job = job_factories()[name](spark, settings)
     stop = threading.Event()
     install_stop_handlers(stop)
-    console.print(f"clicks: reading {settings.kafka.clicks_topic} -> {settings.catalog.clicks_table}; "
-                  f"metrics on http://{settings.metrics.host}:{settings.metrics.pipeline_port}/metrics")
+    console.print(f"{name}: running; metrics on http://{settings.metrics.host}:{settings.metrics.pipeline_port}/metrics")
     try:
         run_loop(job, trigger or settings.pipeline.trigger_seconds, stop, max_batches=max_batches)
     finally:
@@ -100,24 +104,9 @@ def cdc(log_level: Annotated[str, typer.Option(help="Python log level.")] = "inf
 
 @app.command()
 def dims(
+    trigger: Annotated[float | None, typer.Option(help="Seconds between micro-batches (default from settings).")] = None,
     max_batches: Annotated[int | None, typer.Option(help="Stop after this many non-idle batches.")] = None,
     log_level: Annotated[str, typer.Option(help="Python log level.")] = "info",
 ) -> None:
     """Apply CDC topics to the Iceberg dimension tables (MERGE INTO, offsets in the same commit)."""
-    from pipeline.cdc.apply import DimensionApplyJob
-    from pipeline.metrics import serve
-    from pipeline.runner import install_stop_handlers, run_loop
-    from pipeline.spark_session import build_session
-
-    _logging(log_level)
-    settings = settings_or_exit()
-    serve(settings.metrics.host, settings.metrics.pipeline_port)
-    spark = build_session(settings, "lakehouse-dims")
-    job = DimensionApplyJob(spark, settings)
-    stop = threading.Event()
-    install_stop_handlers(stop)
-    try:
-        run_loop(job, settings.pipeline.trigger_seconds, stop, max_batches=max_batches)
-    finally:
-        job.close()
-        spark.stop()
+    _run_single("dims", trigger, max_batches, log_level)
