@@ -56,6 +56,6 @@ bench-load: install ## Load generator capacity: one Locust process vs workers
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench load
 
-bench-cdc: install ## CDC benchmark: changes/s and apply freshness (RATE=changes/s DURATION=seconds)
+bench-cdc: install ## CDC benchmark: changes/s and apply freshness (CDC_RATE=changes/s CDC_DURATION=seconds)
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench cdc --rate $(or $(CDC_RATE),1000) --duration $(or $(CDC_DURATION),60)

@@ -96,3 +96,15 @@ def cdc(
         ("apply freshness p50 (s)", f"{result.freshness_p50_s:.2f}"),
         ("apply freshness p95 (s)", f"{result.freshness_p95_s:.2f}"),
     ])
+
+
+@app.command()
+def broker(messages: Annotated[int, typer.Option(help="Messages per engine (about 200 bytes each).")] = 200_000) -> None:
+    """Produce/consume msg/s of the local broker: the stack's (durable S3) engine vs a temporary memory engine."""
+    from deploy.local.broker_benchmark import compare
+
+    with friendly_errors():
+        figures = compare(settings_or_exit(), messages)
+    _print_figures(f"local broker, {messages:,} messages of ~200 bytes, batched producer",
+                   [(f"{f.engine}: produce / consume msg/s", f"{f.produce_per_s:,.0f} / {f.consume_per_s:,.0f}")
+                    for f in figures])
