@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -83,11 +84,13 @@ def read_result(out: Path, target_events: float, duration: float) -> LoadResult:
 
 
 def run(rate: float, duration: float, shape: str, bad_share: float, users: int, workers: int,
-        db_change_rate: float, out: Path) -> LoadResult:
+        db_change_rate: float, out: Path, topic: str | None = None) -> LoadResult:
+    """Run Locust; ``topic`` sends the events somewhere other than the pipeline's click topic."""
     out.mkdir(parents=True, exist_ok=True)
     target = expected_events(shape, rate, duration)
+    env = {**os.environ, **({"LAKEHOUSE_KAFKA__CLICKS_TOPIC": topic} if topic else {})}
     proc = subprocess.run(command(rate, duration, shape, bad_share, users, workers, db_change_rate, out),
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     (out / "locust.log").write_text(proc.stdout + proc.stderr)
     if not (out / "locust_stats.csv").exists():
         raise RuntimeError(f"locust wrote no statistics (exit {proc.returncode}); see {out / 'locust.log'}:\n"

@@ -26,7 +26,14 @@ import pymysql
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from prometheus_client import Counter, Gauge
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
+from pymysqlreplication.event import (
+    GtidEvent,
+    HeartbeatLogEvent,
+    MariadbGtidEvent,
+    QueryEvent,
+    RotateEvent,
+    XidEvent,
+)
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from lakehouse.settings import Settings, secret
@@ -184,60 +191,55 @@ class Capture:
                 "when its position topic is reset)."
             )
 
-    def _reader(self, file: str, pos: int) -> BinLogStreamReader:
+    def _reader(self, file: str, pos: int, heartbeat: float) -> BinLogStreamReader:
         m = self.settings.mariadb
         return BinLogStreamReader(
             connection_settings={"host": m.host, "port": m.port, "user": m.cdc_user,
                                  "password": secret(m.cdc_password, "mariadb.cdc_password")},
             # File + position works on both dialects (the is_mariadb path would ignore log_pos);
             # MariaDB GTID events still arrive (the library asks for slave capability 4).
-            server_id=self.server_id, is_mariadb=False, blocking=False, resume_stream=True,
-            log_file=file, log_pos=pos,
-            only_events=[RotateEvent, GtidEvent, MariadbGtidEvent, QueryEvent, XidEvent,
+            server_id=self.server_id, is_mariadb=False, blocking=True, resume_stream=True,
+            log_file=file, log_pos=pos, slave_heartbeat=heartbeat,
+            only_events=[RotateEvent, GtidEvent, MariadbGtidEvent, QueryEvent, XidEvent, HeartbeatLogEvent,
                          WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
         )
 
-    def stream(self, position: dict, stop: threading.Event, poll_seconds: float = 0.1) -> None:
+    def stream(self, position: dict, stop: threading.Event, heartbeat: float = 0.5) -> None:
         """Follow the binlog from a transaction boundary until stopped.
 
-        The reader is non-blocking: it returns at the end of the binlog (always a
-        transaction boundary), the position is checkpointed, and it is reopened there.
+        One blocking replication connection; when the source is idle it sends a heartbeat
+        every ``heartbeat`` seconds, which is when a stop request and a pending
+        checkpoint are looked at. Changes arrive as soon as they are committed.
         """
-        file, pos = position["file"], position["pos"]
+        file = position["file"]
         pending, last_checkpoint = None, time.monotonic()
-        while not stop.is_set():
-            reader = self._reader(file, pos)
-            gtid, order = None, 0
-            try:
-                for event in reader:
-                    if isinstance(event, RotateEvent):
-                        file = event.next_binlog
-                        continue
-                    if isinstance(event, (GtidEvent, MariadbGtidEvent)):
-                        gtid, order = str(event.gtid), 0
-                        continue
-                    boundary = False
-                    if isinstance(event, XidEvent):
-                        boundary = True
-                    elif isinstance(event, QueryEvent):
-                        query = event.query if isinstance(event.query, str) else event.query.decode(errors="replace")
-                        boundary = query.strip().upper() != "BEGIN"
-                        if boundary and query.strip().upper() != "COMMIT":
+        reader = self._reader(file, position["pos"], heartbeat)
+        gtid, order = None, 0
+        try:
+            for event in reader:
+                if isinstance(event, RotateEvent):
+                    file = event.next_binlog
+                elif isinstance(event, (GtidEvent, MariadbGtidEvent)):
+                    gtid, order = str(event.gtid), 0
+                elif isinstance(event, XidEvent):
+                    pending = {"file": file, "pos": event.packet.log_pos, "snapshot_done": True}
+                elif isinstance(event, QueryEvent):
+                    query = event.query if isinstance(event.query, str) else event.query.decode(errors="replace")
+                    if query.strip().upper() != "BEGIN":
+                        if query.strip().upper() != "COMMIT":
                             self._check_ddl(query)
-                    elif event.schema == self.db and event.table in self.tables:
+                        pending = {"file": file, "pos": event.packet.log_pos, "snapshot_done": True}
+                elif isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
+                    if event.schema == self.db and event.table in self.tables:
                         order = self._publish_rows(event, file, gtid, order)
-                    if boundary:
-                        pos = event.packet.log_pos
-                        pending = {"file": file, "pos": pos, "snapshot_done": True}
-                        if time.monotonic() - last_checkpoint >= self.checkpoint_seconds:
-                            self.checkpoint(pending)
-                            pending, last_checkpoint = None, time.monotonic()
-            finally:
-                reader.close()
-            if pending:
-                self.checkpoint(pending)
-                pending, last_checkpoint = None, time.monotonic()
-            stop.wait(poll_seconds)
+                idle = isinstance(event, HeartbeatLogEvent)
+                if pending and (idle or time.monotonic() - last_checkpoint >= self.checkpoint_seconds):
+                    self.checkpoint(pending)
+                    pending, last_checkpoint = None, time.monotonic()
+                if stop.is_set() and pending is None:
+                    break
+        finally:
+            reader.close()
 
     def _publish_rows(self, event, file: str, gtid: str | None, order: int) -> int:
         ts_ms = int(event.timestamp * 1000)
