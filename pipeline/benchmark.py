@@ -102,8 +102,9 @@ def committed_total(job, topic: str) -> int:
 def warm_up(job, settings: Settings, events: int = 2000, timeout: float = 120.0):
     """Produce a few events and wait for their commit, so JVM and worker start-up stay out of the figures."""
     topic = settings.kafka.clicks_topic
-    target = committed_total(job, topic) + events
+    before = committed_total(job, topic)
     report = produce_at_rate(settings.kafka.bootstrap, topic, events, 1.0)
+    target = before + report.sent  # what was really sent (pacing may send one fewer)
     deadline = time.monotonic() + timeout
     while committed_total(job, topic) < target and time.monotonic() < deadline:
         time.sleep(0.2)
