@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import urllib.request
 import uuid
 
 import pytest
@@ -26,9 +28,31 @@ def topic(settings, monkeypatch):
     return name
 
 
+def scrape_produced(settings, stop: threading.Event, seen: list[float]) -> None:
+    """Poll the load generator's /metrics while it runs; keep the delivered-clicks counter."""
+    url = f"http://{settings.metrics.host}:{settings.metrics.loadgen_port}/metrics"
+    while not stop.is_set():
+        try:
+            text = urllib.request.urlopen(url, timeout=1).read().decode()
+            for line in text.splitlines():
+                if line.startswith('lakehouse_loadgen_events_total{kind="click",outcome="delivered"}'):
+                    seen.append(float(line.split()[-1]))
+        except OSError:
+            pass
+        stop.wait(0.5)
+
+
 def test_ten_seconds_at_a_set_rate(settings, topic, tmp_path):
-    result = run(rate=1500, duration=10, shape="constant", bad_share=0.05, users=3, workers=1,
-                 db_change_rate=0, out=tmp_path)
+    stop, seen = threading.Event(), []
+    scraper = threading.Thread(target=scrape_produced, args=(settings, stop, seen))
+    scraper.start()
+    try:
+        result = run(rate=1500, duration=10, shape="constant", bad_share=0.05, users=3, workers=1,
+                     db_change_rate=0, out=tmp_path)
+    finally:
+        stop.set()
+        scraper.join()
+    assert seen and max(seen) > 0.5 * 15_000 * 0.95, "Prometheus saw the produced-events counter grow"
     assert result.failed == 0
     assert abs(result.delivered - 15_000) <= 0.05 * 15_000, result
     values = consume_all(settings, topic, 3)
