@@ -13,7 +13,6 @@ from there unless the environment already provides them.
 from __future__ import annotations
 
 import json
-import os
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -276,7 +275,3 @@ def secret(value: SecretStr | None, name: str) -> str:
             f"or set LAKEHOUSE_{name.upper().replace('.', '__')}"
         )
     return value.get_secret_value()
-
-
-def env_overrides_present() -> list[str]:
-    return sorted(k for k in os.environ if k.startswith("LAKEHOUSE_"))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from pathlib import Path
 
 from lakehouse.settings import GENERATED_SECRETS, Settings, load_settings
 
@@ -40,7 +39,3 @@ def ensure_credentials(settings: Settings) -> Settings:
         os.replace(tmp, path)
     os.chmod(path, 0o600)
     return load_settings(run_dir=settings.run_dir, tools_dir=settings.tools_dir)
-
-
-def credentials_mode(path: Path) -> int:
-    return path.stat().st_mode & 0o777
