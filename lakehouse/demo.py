@@ -100,7 +100,7 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
     expected = int(rate * duration)
     columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
                TimeElapsedColumn()]
-    updated = False
+    updated, output, produced = False, None, expected
     with Progress(*columns, console=console) as progress:
         produced_task = progress.add_task("produced ", total=expected)
         committed_task = progress.add_task("committed", total=expected)
@@ -114,14 +114,18 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
                 progress.console.log(f"MariaDB: {SEED_UPDATE}")
                 updated = True
             committed = sum(job.committed.get(topic, {}).values()) - start_offsets
-            progress.update(produced_task, completed=min(expected, rate * elapsed))
+            progress.update(produced_task, completed=min(produced, rate * elapsed))
             progress.update(committed_task, completed=committed)
-            if producer.poll() is not None and committed >= expected * 0.999 or elapsed > duration + 120:
-                break
+            if producer.poll() is not None:
+                if output is None:
+                    output = producer.stdout.read().strip()
+                    produced = int(output.split()[1]) if output.startswith("produced") else expected
+                    progress.update(produced_task, total=produced, completed=produced)
+                    progress.update(committed_task, total=produced)
+                if committed >= produced or elapsed > duration + 120:
+                    break
             time.sleep(0.5)
-    output = producer.stdout.read().strip()
     console.log(output)
-    produced = int(output.split()[1]) if output.startswith("produced") else expected
     deadline = time.monotonic() + 60
     while sum(job.committed.get(topic, {}).values()) - start_offsets < produced and time.monotonic() < deadline:
         time.sleep(0.5)
