@@ -55,7 +55,7 @@ def _table(title: str, columns: list[str], rows: list[tuple]) -> Table:
 
 
 def run_demo(settings: Settings, rate: float, duration: float, bad_share: float, console: Console) -> DemoSummary:
-    from pipeline.benchmark import freshness_quantiles, warm_up
+    from pipeline.benchmark import committed_total, freshness_quantiles, warm_up
     from deploy.local.services.mariadb import connect as mariadb_connect
     from pipeline.cdc.apply import DimensionApplyJob
     from pipeline.cdc.capture import Capture, read_checkpoint
@@ -92,7 +92,7 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
     console.log("dimensions applied from the CDC topics; click ingestion running")
     with console.status("warming up (first batch compiles and starts Python workers)..."):
         warm_up(job, settings, events=200)
-    start_offsets = sum(job.committed.get(topic, {}).values())
+    start_offsets = committed_total(job, topic)
     since_ms = int(time.time() * 1000)
     producer = subprocess.Popen(
         [sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate), "--duration", str(duration),
@@ -113,7 +113,7 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
                     cur.execute(SEED_UPDATE)
                 progress.console.log(f"MariaDB: {SEED_UPDATE}")
                 updated = True
-            committed = sum(job.committed.get(topic, {}).values()) - start_offsets
+            committed = committed_total(job, topic) - start_offsets
             progress.update(produced_task, completed=min(produced, rate * elapsed))
             progress.update(committed_task, completed=committed)
             if producer.poll() is not None:
@@ -127,14 +127,14 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
             time.sleep(0.5)
     console.log(output)
     deadline = time.monotonic() + 60
-    while sum(job.committed.get(topic, {}).values()) - start_offsets < produced and time.monotonic() < deadline:
+    while committed_total(job, topic) - start_offsets < produced and time.monotonic() < deadline:
         time.sleep(0.5)
     stop.set()
     for loop in loops:
         loop.join(60)
     job.close()
     dims.close()
-    committed = sum(job.committed.get(topic, {}).values()) - start_offsets
+    committed = committed_total(job, topic) - start_offsets
 
     con = connect(settings)
     clicks, dead = scan_sql(settings, cat.clicks_table), scan_sql(settings, cat.dead_letter_table)

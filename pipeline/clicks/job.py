@@ -35,9 +35,6 @@ PARSED_DDL = (
     "updateTime BIGINT"
 )
 
-CLICK_COLUMNS = ["event_id", "webpageId", "uid", "productId", "cookieId", "expendTime", "updateTime", "name",
-                 "product_price", "member_level", "event_time", "produced_at", "ingest_time", "kafka_topic",
-                 "kafka_partition", "kafka_offset"]
 
 
 def _beyond(offsets: dict[str, dict[int, int]]):
