@@ -33,6 +33,9 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         "spark.scheduler.mode": "FAIR",
         "spark.sql.adaptive.enabled": "true",
         "spark.driver.extraJavaOptions": "-Djava.net.preferIPv4Stack=true",
+        # A writer killed mid-commit leaves its metastore lock behind; the next writer frees
+        # a lock whose heartbeat is older than this interval (Iceberg's default: 60 s).
+        "spark.hadoop.iceberg.hive.lock-heartbeat-interval-ms": "15000",
         # Python workers must use this interpreter (the venv with pyarrow and the project).
         "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
         "spark.pyspark.driver.python": sys.executable,

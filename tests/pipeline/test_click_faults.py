@@ -15,14 +15,16 @@ from pipeline.runner import run_loop
 from tests.pipeline.conftest import settings_env
 
 
-def wait_for(predicate, timeout: float, what: str, every: float = 1.0):
+def wait_for(predicate, timeout: float, what: str, log_path=None, every: float = 1.0):
+    """Poll until ``predicate`` is truthy; on time-out, show the tail of the job's log."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    tail = log_path.read_text(errors="replace")[-4000:] if log_path else ""
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{tail}")
 
 
 def event_ids(spark, table: str) -> list[str]:
@@ -44,13 +46,15 @@ def test_kill_minus_nine_at_random_moments_loses_and_duplicates_nothing(spark, c
     feeder = threading.Thread(target=produce)
     feeder.start()
     rng = random.Random(11)
-    log = (tmp_path / "job.log").open("ab")
+    log_path = tmp_path / "job.log"
+    log = log_path.open("ab")
     try:
-        for _ in range(3):
+        for cycle in range(3):
             job = subprocess.Popen([sys.executable, "-m", "lakehouse.cli.main", "run", "clicks", "--log-level", "warning"],
                                    env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            seen = len(event_ids(spark, table))
-            wait_for(lambda: len(event_ids(spark, table)) > seen, 120, "the job to commit")
+            seen, started = len(event_ids(spark, table)), time.monotonic()
+            wait_for(lambda: len(event_ids(spark, table)) > seen, 180, "the job to commit", log_path)
+            print(f"restart {cycle}: first commit after {time.monotonic() - started:.1f}s")
             time.sleep(rng.uniform(0.0, 3.0))
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
@@ -60,7 +64,7 @@ def test_kill_minus_nine_at_random_moments_loses_and_duplicates_nothing(spark, c
     final = subprocess.Popen([sys.executable, "-m", "lakehouse.cli.main", "run", "clicks", "--log-level", "warning"],
                              env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_for(lambda: len(event_ids(spark, table)) >= len(producer.sent.valid), 180, "every event to land")
+        wait_for(lambda: len(event_ids(spark, table)) >= len(producer.sent.valid), 180, "every event to land", log_path)
         time.sleep(3)  # a duplicate would show up in a later batch
     finally:
         os.killpg(final.pid, signal.SIGTERM)
