@@ -102,6 +102,10 @@ class MetastoreSettings(_Service):
 
     port: Port = 19083
     heap_mb: int = Field(384, ge=128)
+    stale_lock_seconds: float = Field(
+        30.0, ge=3,
+        description="A table lock whose holder has not heartbeaten for this long is freed (its writer died). "
+                    "Writers heartbeat every third of it.")
 
     @property
     def uri(self) -> str:

@@ -36,6 +36,8 @@ LAST_COMMIT = Gauge("lakehouse_table_last_commit_timestamp_seconds", "Unix time 
 CDC_APPLIED = Counter("lakehouse_cdc_rows_applied_total", "Rows upserted or deleted by MERGE.", ["table", "action"])
 DIMENSION_APPLY_LAG = Gauge("lakehouse_cdc_apply_lag_seconds",
                             "Commit time minus the oldest source timestamp in the last applied batch.", ["table"])
+STALE_LOCKS_RELEASED = Counter("lakehouse_metastore_stale_locks_released_total",
+                               "Table locks freed because their writer stopped heartbeating (it died).", ["table"])
 OFFSETS_EXPIRED = Counter("lakehouse_kafka_offsets_expired_total",
                           "Times committed offsets were outside the broker's retained range.", ["topic", "partition"])
 

@@ -2,7 +2,8 @@
 
 A job exposes ``run_once() -> int`` (records committed; 0 = idle) and ``recover()``
 (re-read its committed offsets from the table after a failure, since a failed batch
-may or may not have committed). The loop triggers every ``trigger_seconds``, backs
+may or may not have committed), plus the ``tables`` it writes: while the loop runs,
+locks that dead writers left on them are freed (``pipeline.commit_locks``). The loop triggers every ``trigger_seconds``, backs
 off on failures (broker or object store restarting) instead of dying, and on
 SIGINT/SIGTERM stops after the batch in flight.
 """
@@ -15,7 +16,9 @@ import threading
 import time
 from typing import Protocol
 
+from lakehouse.settings import Settings
 from pipeline import metrics
+from pipeline.commit_locks import StaleLockReaper
 from pipeline.kafka_source.planner import OffsetsExpiredError
 
 log = logging.getLogger(__name__)
@@ -23,6 +26,8 @@ log = logging.getLogger(__name__)
 
 class MicroBatchJob(Protocol):
     name: str
+    settings: Settings
+    tables: list[str]
 
     def run_once(self) -> int: ...
 
@@ -44,6 +49,12 @@ def install_stop_handlers(stop: threading.Event) -> None:
 def run_loop(job: MicroBatchJob, trigger_seconds: float, stop: threading.Event,
              max_batches: int | None = None, max_backoff: float = 30.0) -> int:
     """Run batches until stopped (or ``max_batches`` non-idle batches); return batches run."""
+    with StaleLockReaper(job.settings, job.tables):
+        return _loop(job, trigger_seconds, stop, max_batches, max_backoff)
+
+
+def _loop(job: MicroBatchJob, trigger_seconds: float, stop: threading.Event,
+          max_batches: int | None, max_backoff: float) -> int:
     batches, failures = 0, 0
     while not stop.is_set():
         began = time.monotonic()

@@ -33,9 +33,8 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         "spark.scheduler.mode": "FAIR",
         "spark.sql.adaptive.enabled": "true",
         "spark.driver.extraJavaOptions": "-Djava.net.preferIPv4Stack=true",
-        # A writer killed mid-commit leaves its metastore lock behind; the next writer frees
-        # a lock whose heartbeat is older than this interval (Iceberg's default: 60 s).
-        "spark.hadoop.iceberg.hive.lock-heartbeat-interval-ms": "15000",
+        # Live commit locks heartbeat often enough that pipeline.commit_locks never frees them.
+        "spark.hadoop.iceberg.hive.lock-heartbeat-interval-ms": str(int(settings.metastore.stale_lock_seconds * 1000 / 3)),
         # Python workers must use this interpreter (the venv with pyarrow and the project).
         "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
         "spark.pyspark.driver.python": sys.executable,

@@ -102,6 +102,7 @@ class DimensionApplyJob:
         self.spark, self.settings = spark, settings
         ensure_dimension_tables(spark, settings)
         self.targets = targets(settings)
+        self.tables = [t.table for t in self.targets.values()]
         self.planner = Planner(settings.kafka.bootstrap, list(self.targets), settings.pipeline.max_records_per_partition,
                                settings.pipeline.on_offsets_expired)
         self.recover()

@@ -60,6 +60,7 @@ class ClickIngestJob:
         self.limits = Limits(max_bytes=pipe.max_event_bytes, max_age_ms=pipe.max_event_age_days * 86_400_000,
                              max_future_ms=pipe.max_event_future_seconds * 1000)
         self.clicks_table, self.dead_table = cat.clicks_table, cat.dead_letter_table
+        self.tables = [self.clicks_table, self.dead_table]
         self.recover()
 
     def recover(self) -> None:
