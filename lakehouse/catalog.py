@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from lakehouse.settings import Settings, secret
 
-#: Iceberg's S3FileIO, with the client factory that needs no KMS/STS jars (see PLATFORM.md)
-S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
+#: Iceberg's S3FileIO for s3:// paths and Hadoop's local filesystem for file:// ones: the
+#: Iceberg streaming source writes its initial offset into the Spark checkpoint (a local
+#: folder, or a volume in Kubernetes) through the table's FileIO.
+RESOLVING_FILE_IO = "org.apache.iceberg.io.ResolvingFileIO"
+#: the S3 client factory that needs no KMS/STS jars (see PLATFORM.md)
 S3_CLIENT_FACTORY = "org.apache.iceberg.aws.s3.DefaultS3FileIOAwsClientFactory"
 
 
@@ -33,7 +36,7 @@ def java_catalog_properties(settings: Settings) -> dict[str, str]:
         "type": "hive",
         "uri": settings.metastore.uri,
         "warehouse": settings.s3.warehouse,
-        "io-impl": S3_FILE_IO,
+        "io-impl": RESOLVING_FILE_IO,
         "s3.client-factory-impl": S3_CLIENT_FACTORY,
         # A writer that reads what it just committed must not see a cached, stale table.
         "cache-enabled": "false",

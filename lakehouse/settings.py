@@ -138,9 +138,12 @@ class CatalogSettings(BaseModel):
     dead_letter_table: str = "ods_behavior.clickevent_dead_letter"
     products_table: str = "dim_db.products"
     members_table: str = "dim_db.user_member"
-    ads_namespace: str = "ads"
+    product_views_table: str = "ads.product_views"
+    member_activity_table: str = "ads.member_level_activity"
+    daily_users_table: str = "ads.user_behavior_daily"
 
-    @field_validator("clicks_table", "dead_letter_table", "products_table", "members_table")
+    @field_validator("clicks_table", "dead_letter_table", "products_table", "members_table",
+                     "product_views_table", "member_activity_table", "daily_users_table")
     @classmethod
     def _qualified(cls, value: str) -> str:
         if value.count(".") != 1:
@@ -156,6 +159,7 @@ class MetricsSettings(BaseModel):
     cdc_port: Port = 19102
     loadgen_port: Port = 19103
     probe_port: Port = 19104
+    aggregate_port: Port = 19105
 
     def exporters(self) -> dict[str, int]:
         return {
@@ -163,6 +167,7 @@ class MetricsSettings(BaseModel):
             "cdc": self.cdc_port,
             "loadgen": self.loadgen_port,
             "freshness-probe": self.probe_port,
+            "aggregate": self.aggregate_port,
         }
 
 
@@ -178,6 +183,11 @@ class PipelineSettings(BaseModel):
     max_event_future_seconds: int = Field(300, ge=0)
     spark_driver_memory: str = "1g"
     spark_shuffle_partitions: int = Field(4, ge=1)
+    aggregate_trigger_seconds: float = Field(2.0, gt=0, description="Micro-batch interval of the live aggregates.")
+    aggregate_on_snapshot_expired: Literal["rebuild", "fail"] = Field(
+        "rebuild", description="When the live aggregates' position was expired by maintenance: recompute the "
+                               "aggregates from the whole table, or stop with an error.")
+    checkpoint_dir: Path | None = Field(None, description="Spark streaming checkpoints (default <run_dir>/checkpoints).")
 
 
 class Settings(BaseSettings):
@@ -237,6 +247,10 @@ class Settings(BaseSettings):
     @property
     def cdc_tables(self) -> tuple[str, ...]:
         return ("products", "user_member")
+
+    def checkpoint_path(self, query: str) -> Path:
+        """Where a Spark streaming query keeps its checkpoint."""
+        return (self.pipeline.checkpoint_dir or self.run_dir / "checkpoints") / query
 
     @cached_property
     def credentials_path(self) -> Path:

@@ -22,10 +22,19 @@ JobFactory = Callable[[object, Settings], MicroBatchJob]
 
 def job_factories() -> dict[str, JobFactory]:
     """The jobs that can share an application, by name."""
+    from pipeline.aggregates.live import LiveAggregates
     from pipeline.cdc.apply import DimensionApplyJob
     from pipeline.clicks.job import ClickIngestJob
 
-    return {"clicks": ClickIngestJob, "dims": DimensionApplyJob}
+    return {"clicks": ClickIngestJob, "dims": DimensionApplyJob, "aggregate": LiveAggregates}
+
+
+def run_job(job, settings: Settings, stop: threading.Event) -> None:
+    """A streaming query runs itself (``run_until``); a micro-batch job runs in the shared loop."""
+    if hasattr(job, "run_until"):
+        job.run_until(stop)
+    else:
+        run_loop(job, settings.pipeline.trigger_seconds, stop)
 
 
 def run_jobs(spark, settings: Settings, names: list[str], stop: threading.Event) -> None:
@@ -39,7 +48,7 @@ def run_jobs(spark, settings: Settings, names: list[str], stop: threading.Event)
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", name)
         job = factories[name](spark, settings)
         try:
-            run_loop(job, settings.pipeline.trigger_seconds, stop)
+            run_job(job, settings, stop)
         except BaseException as exc:  # a fatal job error stops the whole application
             errors.append(exc)
             stop.set()

@@ -36,6 +36,10 @@ LAST_COMMIT = Gauge("lakehouse_table_last_commit_timestamp_seconds", "Unix time 
 CDC_APPLIED = Counter("lakehouse_cdc_rows_applied_total", "Rows upserted or deleted by MERGE.", ["table", "action"])
 DIMENSION_APPLY_LAG = Gauge("lakehouse_cdc_apply_lag_seconds",
                             "Commit time minus the oldest source timestamp in the last applied batch.", ["table"])
+AGGREGATE_DELAY = Gauge("lakehouse_aggregate_delay_seconds",
+                        "Live aggregates: result commit time minus the newest source commit (ingest_time) merged.")
+AGGREGATE_REBUILDS = Counter("lakehouse_aggregate_rebuilds_total",
+                             "Times the live aggregates were recomputed because their position was expired.")
 STALE_LOCKS_RELEASED = Counter("lakehouse_metastore_stale_locks_released_total",
                                "Table locks freed because their writer stopped heartbeating (it died).", ["table"])
 OFFSETS_EXPIRED = Counter("lakehouse_kafka_offsets_expired_total",

@@ -64,5 +64,6 @@ def _quiet_loggers(spark) -> None:
     """Silence known-harmless noise (S3FileIO finalizer warnings when the catalog cache is off)."""
     jvm = spark.sparkContext._jvm
     level = jvm.org.apache.logging.log4j.Level.ERROR
-    for name in ("org.apache.iceberg.aws.s3.S3FileIO", "org.apache.hadoop.hive.metastore.HiveMetaStoreClient"):
+    for name in ("org.apache.iceberg.aws.s3.S3FileIO", "org.apache.iceberg.io.ResolvingFileIO",
+                 "org.apache.spark.sql.execution.streaming.ResolveWriteToStream", "org.apache.hadoop.hive.metastore.HiveMetaStoreClient"):
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)

@@ -72,6 +72,41 @@ MEMBERS_COLUMNS = """
 """
 
 
+#: live aggregates (pipeline.aggregates): one row per key, totals merged in every micro-batch
+ROLLUP_MEASURES = """
+    views BIGINT COMMENT 'click events counted',
+    unique_users BIGINT COMMENT 'distinct uid (HyperLogLog estimate; exact for small counts)',
+    users_sketch BINARY COMMENT 'HLL sketch of uid, merged batch by batch',
+    expend_time_total BIGINT COMMENT 'sum of expendTime',
+    last_event_time TIMESTAMP,
+    updated_at TIMESTAMP COMMENT 'when this row last changed'
+"""
+
+PRODUCT_VIEWS_COLUMNS = f"""
+    productId STRING,
+    name STRING COMMENT 'product name the events were enriched with',
+    product_price DECIMAL(10,4) COMMENT 'price the events were enriched with: a price change starts a new row',
+    {ROLLUP_MEASURES}
+"""
+
+MEMBER_ACTIVITY_COLUMNS = f"""
+    member_level INT COMMENT 'null for users without a member record',
+    {ROLLUP_MEASURES}
+"""
+
+DAILY_USERS_COLUMNS = """
+    dt DATE COMMENT 'event day (UTC)',
+    uid STRING,
+    member_level INT COMMENT 'level at the time of the last event that day',
+    sessions BIGINT COMMENT 'distinct cookieId',
+    page_views BIGINT,
+    expend_time_total BIGINT,
+    distinct_products BIGINT,
+    spend_potential DECIMAL(18,4) COMMENT 'sum of the prices of the distinct products viewed',
+    computed_at TIMESTAMP
+"""
+
+
 def _props(extra: dict[str, str] | None = None) -> str:
     merged = {**COMMON_PROPERTIES, **(extra or {})}
     return ", ".join(f"'{k}'='{v}'" for k, v in merged.items())
@@ -104,3 +139,19 @@ def ensure_dimension_tables(spark, settings: Settings) -> None:
             spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING iceberg "
                       f"TBLPROPERTIES ({_props(UPSERT_PROPERTIES)})")
             spark.sql(f"ALTER TABLE {table} SET IDENTIFIER FIELDS {key}")
+
+
+def ensure_aggregate_tables(spark, settings: Settings) -> None:
+    """The live aggregates' result tables (small, rewritten per batch: copy-on-write)."""
+    cat = settings.catalog
+    for table, columns in ((cat.product_views_table, PRODUCT_VIEWS_COLUMNS),
+                           (cat.member_activity_table, MEMBER_ACTIVITY_COLUMNS)):
+        _namespace(spark, table)
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING iceberg TBLPROPERTIES ({_props()})")
+
+
+def ensure_daily_table(spark, settings: Settings) -> None:
+    table = settings.catalog.daily_users_table
+    _namespace(spark, table)
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({DAILY_USERS_COLUMNS}) USING iceberg "
+              f"PARTITIONED BY (dt) TBLPROPERTIES ({_props()})")

@@ -29,7 +29,7 @@ def shifted_env(run_dir: Path, shift: int) -> dict[str, str]:
         "METASTORE": ["port"],
         "MARIADB": ["port"],
         "PROMETHEUS": ["port"],
-        "METRICS": ["pipeline_port", "cdc_port", "loadgen_port", "probe_port"],
+        "METRICS": ["pipeline_port", "cdc_port", "loadgen_port", "probe_port", "aggregate_port"],
     }
     for section, fields in sections.items():
         model = getattr(defaults, section.lower())

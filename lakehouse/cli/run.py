@@ -33,8 +33,8 @@ def clicks(
     _run_single("clicks", trigger, max_batches, log_level)
 
 
-def _run_single(name: str, trigger: float | None, max_batches: int | None, log_level: str) -> None:
-    """One micro-batch job in its own Spark application, until Ctrl-C / SIGTERM."""
+def _run_single(name: str, trigger: float | None, max_batches: int | None, log_level: str, **job_args) -> None:
+    """One job in its own Spark application, until Ctrl-C / SIGTERM."""
     from pipeline.app import job_factories
     from pipeline.metrics import serve
     from pipeline.runner import install_stop_handlers, run_loop
@@ -42,14 +42,18 @@ def _run_single(name: str, trigger: float | None, max_batches: int | None, log_l
 
     _logging(log_level)
     settings = settings_or_exit()
-    serve(settings.metrics.host, settings.metrics.pipeline_port)
+    port = settings.metrics.aggregate_port if name == "aggregate" else settings.metrics.pipeline_port
+    serve(settings.metrics.host, port)
     spark = build_session(settings, f"lakehouse-{name}")
-    job = job_factories()[name](spark, settings)
+    job = job_factories()[name](spark, settings, **job_args)
     stop = threading.Event()
     install_stop_handlers(stop)
-    console.print(f"{name}: running; metrics on http://{settings.metrics.host}:{settings.metrics.pipeline_port}/metrics")
+    console.print(f"{name}: running; metrics on http://{settings.metrics.host}:{port}/metrics")
     try:
-        run_loop(job, trigger or settings.pipeline.trigger_seconds, stop, max_batches=max_batches)
+        if hasattr(job, "run_until"):
+            job.run_until(stop)
+        else:
+            run_loop(job, trigger or settings.pipeline.trigger_seconds, stop, max_batches=max_batches)
     finally:
         job.close()
         spark.stop()
@@ -110,3 +114,78 @@ def dims(
 ) -> None:
     """Apply CDC topics to the Iceberg dimension tables (MERGE INTO, offsets in the same commit)."""
     _run_single("dims", trigger, max_batches, log_level)
+
+
+@app.command()
+def aggregate(
+    from_timestamp: Annotated[str | None, typer.Option(
+        help="Only clicks committed at or after this time (ISO 8601, e.g. 2026-11-21T10:00:00Z, or epoch ms). "
+             "Default: the whole table (backfill, then stream).")] = None,
+    from_snapshot: Annotated[int | None, typer.Option(
+        help="Only clicks committed in this snapshot of the click table and after (see its .snapshots).")] = None,
+    log_level: Annotated[str, typer.Option(help="Python log level.")] = "info",
+) -> None:
+    """Live aggregates: a Structured Streaming read of the click table -> ads result tables.
+
+    Product views (productId, name, product_price, views, unique users) and activity per
+    member level, a few seconds behind the click table, exactly once. The start point is
+    used only when the checkpoint is new (<run_dir>/checkpoints/aggregate); delete that
+    folder to start over. Survives compaction and snapshot expiry (see
+    LAKEHOUSE_PIPELINE__AGGREGATE_ON_SNAPSHOT_EXPIRED).
+    """
+    start_ms = _start_millis(from_timestamp, from_snapshot)
+    _run_single("aggregate", None, None, log_level, from_timestamp_ms=start_ms)
+
+
+def _start_millis(from_timestamp: str | None, from_snapshot: int | None) -> int | None:
+    import datetime as dt
+
+    if from_timestamp is not None and from_snapshot is not None:
+        raise typer.BadParameter("give --from-timestamp or --from-snapshot, not both")
+    if from_snapshot is not None:
+        from lakehouse.catalog import pyiceberg_catalog
+
+        settings = settings_or_exit()
+        snapshot = pyiceberg_catalog(settings).load_table(settings.catalog.clicks_table).snapshot_by_id(from_snapshot)
+        if snapshot is None:
+            raise typer.BadParameter(f"snapshot {from_snapshot} is not in {settings.catalog.clicks_table} "
+                                     "(expired, or from another table)", param_hint="--from-snapshot")
+        return snapshot.timestamp_ms
+    if from_timestamp is None:
+        return None
+    if from_timestamp.isdigit():
+        return int(from_timestamp)
+    try:
+        when = dt.datetime.fromisoformat(from_timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        raise typer.BadParameter(f"{from_timestamp!r} is neither ISO 8601 nor epoch milliseconds",
+                                 param_hint="--from-timestamp") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+@app.command()
+def batch(
+    date: Annotated[str, typer.Option(help="Event day to (re)compute, YYYY-MM-DD (UTC).")],
+    log_level: Annotated[str, typer.Option(help="Python log level.")] = "warning",
+) -> None:
+    """Daily user-behaviour summary for one day -> ads table; re-running a day replaces that day only."""
+    import datetime as dt
+
+    from pipeline.aggregates.daily import build_day
+    from pipeline.spark_session import build_session
+
+    try:
+        day = dt.date.fromisoformat(date)
+    except ValueError:
+        raise typer.BadParameter(f"{date!r} is not a date like 2026-11-21", param_hint="--date") from None
+    _logging(log_level)
+    settings = settings_or_exit()
+    with console.status(f"computing the user-behaviour summary of {day}..."):
+        spark = build_session(settings, "lakehouse-batch")
+        try:
+            rows = build_day(spark, settings, day)
+        finally:
+            spark.stop()
+    console.print(f"{settings.catalog.daily_users_table}: {rows:,} user rows for {day} (that day replaced)")

@@ -30,6 +30,7 @@ from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.fetch import RANGE_DDL, RAW_SCHEMA, fetcher
 from pipeline.kafka_source.planner import Planner
 from pipeline.kafka_source.ranges import next_offsets
+from pipeline.snapshot_properties import sql_with_properties
 from pipeline.tables import ensure_dimension_tables
 
 log = logging.getLogger(__name__)
@@ -162,10 +163,8 @@ class DimensionApplyJob:
             f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in cols)} "
             f"WHEN NOT MATCHED AND s.op <> 'd' THEN INSERT ({', '.join(cols)}) VALUES ({', '.join(f's.{c}' for c in cols)})"
         )
-        props = self.spark._jvm.java.util.HashMap()
-        props.put(kafka_offsets.OFFSETS_PROPERTY, kafka_offsets.encode(offsets))
         began = time.monotonic()
-        self.spark._jvm.lakehouse.CommitWithProperties.sql(self.spark._jsparkSession, statement, props)
+        sql_with_properties(self.spark, statement, {kafka_offsets.OFFSETS_PROPERTY: kafka_offsets.encode(offsets)})
         committed_at = time.time()
         metrics.COMMIT_SECONDS.labels(target.table).observe(time.monotonic() - began)
         metrics.LAST_COMMIT.labels(target.table).set(committed_at)

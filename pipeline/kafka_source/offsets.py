@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+from pipeline.snapshot_properties import latest_property
+
 OFFSETS_PROPERTY = "lakehouse.kafka-offsets"
 
 
@@ -31,13 +33,4 @@ def write_options(offsets: dict[str, dict[int, int]]) -> dict[str, str]:
 
 def committed_offsets(spark, table: str) -> dict[str, dict[int, int]]:
     """Offsets of the newest snapshot in the table's current lineage that recorded them."""
-    rows = spark.sql(
-        f"""
-        SELECT s.summary['{OFFSETS_PROPERTY}'] AS offsets
-        FROM {table}.snapshots s JOIN {table}.history h ON s.snapshot_id = h.snapshot_id
-        WHERE h.is_current_ancestor AND s.summary['{OFFSETS_PROPERTY}'] IS NOT NULL
-        ORDER BY h.made_current_at DESC
-        LIMIT 1
-        """
-    ).collect()
-    return decode(rows[0].offsets) if rows else {}
+    return decode(latest_property(spark, table, OFFSETS_PROPERTY))

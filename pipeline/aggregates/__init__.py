@@ -1,0 +1,1 @@
+"""Downstream of the click table: live aggregates (streaming) and daily results (batch)."""

@@ -1,0 +1,35 @@
+"""Progress markers kept in Iceberg snapshot summaries, committed atomically with the data.
+
+Every writer of the lakehouse records how far it got in the same commit as its rows:
+Kafka offsets for the ingestion jobs, the streaming epoch and batch id for the live
+aggregates. Snapshots written by others (compaction, expiry) carry no marker, so the
+newest *ancestor of the current snapshot* that has one is the truth.
+"""
+
+from __future__ import annotations
+
+
+def latest_property(spark, table: str, key: str) -> str | None:
+    """Value of ``key`` in the newest snapshot of the current lineage that recorded it."""
+    rows = spark.sql(
+        f"""
+        SELECT s.summary['{key}'] AS value
+        FROM {table}.snapshots s JOIN {table}.history h ON s.snapshot_id = h.snapshot_id
+        WHERE h.is_current_ancestor AND s.summary['{key}'] IS NOT NULL
+        ORDER BY h.made_current_at DESC
+        LIMIT 1
+        """
+    ).collect()
+    return rows[0].value if rows else None
+
+
+def sql_with_properties(spark, statement: str, properties: dict[str, str]) -> None:
+    """Run a SQL statement (MERGE, DELETE) whose Iceberg commit carries ``properties``.
+
+    SQL has no write options, so this goes through the project's small JVM helper
+    (``deploy/native/java/lakehouse/CommitWithProperties.java``).
+    """
+    props = spark._jvm.java.util.HashMap()
+    for key, value in properties.items():
+        props.put(key, value)
+    spark._jvm.lakehouse.CommitWithProperties.sql(spark._jsparkSession, statement, props)
