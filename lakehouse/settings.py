@@ -112,6 +112,14 @@ class MetastoreSettings(_Service):
         return f"thrift://{self.address}"
 
 
+class TrinoSettings(_Service):
+    """Trino's coordinator (Kubernetes runtime, reached through `make trino`'s port-forward)."""
+
+    port: Port = 18080
+    user: str = "lakehouse"
+    timeout_seconds: float = Field(60.0, gt=0)
+
+
 class MariaDBSettings(_Service):
     """The MySQL-compatible source database with row binlog (MariaDB locally, MySQL 8 in Kubernetes)."""
 
@@ -204,6 +212,7 @@ class Settings(BaseSettings):
     postgres: PostgresSettings = PostgresSettings()
     metastore: MetastoreSettings = MetastoreSettings()
     mariadb: MariaDBSettings = MariaDBSettings()
+    trino: TrinoSettings = TrinoSettings()
     prometheus: PrometheusSettings = PrometheusSettings()
     catalog: CatalogSettings = CatalogSettings()
     metrics: MetricsSettings = MetricsSettings()

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from lakehouse.cli import bench, config, load, run, stack
+from lakehouse.cli import bench, config, load, query, run, stack
 
 app = typer.Typer(
     help=(
@@ -22,6 +22,7 @@ app.add_typer(config.app, name="config")
 app.add_typer(run.app, name="run")
 app.add_typer(bench.app, name="bench")
 app.command(name="load")(load.load)
+app.command(name="query")(query.query)
 
 
 

@@ -1,0 +1,45 @@
+"""Trino SQL to other dialects (sqlglot), with the rewrites every engine needs.
+
+``now`` pins ``current_timestamp`` to a fixed instant, so that two engines (or two runs)
+asked a time-relative question give comparable answers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel
+
+
+class EngineGap(RuntimeError):
+    """A query the chosen engine cannot answer faithfully (names the gap; never a wrong answer)."""
+
+
+def parse(sql: str) -> exp.Expression:
+    try:
+        return sqlglot.parse_one(sql, read="trino")
+    except sqlglot.errors.ParseError as exc:
+        raise EngineGap(f"not valid Trino SQL: {exc}") from None
+
+
+def pin_now(tree: exp.Expression, now: dt.datetime | None) -> exp.Expression:
+    if now is None:
+        return tree
+    literal = now.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat(sep=" ")
+
+    def swap(node):
+        if isinstance(node, (exp.CurrentTimestamp, exp.CurrentDatetime)):
+            return exp.cast(exp.Literal.string(literal), exp.DataType.build("timestamp"))
+        return node
+
+    return tree.transform(swap)
+
+
+def to_sql(tree: exp.Expression, dialect: str) -> str:
+    """Generate ``dialect`` SQL; constructs it cannot express raise an EngineGap."""
+    try:
+        return tree.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE)
+    except sqlglot.errors.UnsupportedError as exc:
+        raise EngineGap(f"{dialect} cannot express this query: {exc}") from None

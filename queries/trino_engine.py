@@ -1,0 +1,41 @@
+"""Trino (Kubernetes runtime) through the ``trino`` client: the queries run as written."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+
+from lakehouse.settings import Settings
+from queries.dialects import EngineGap, parse, pin_now, to_sql
+from queries.library import render, trino_name
+
+
+class TrinoEngine:
+    name = "trino"
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    def run(self, template: str, now: dt.datetime | None = None,
+            snapshots: dict[str, int] | None = None) -> pa.Table:
+        import trino
+
+        if snapshots:
+            raise EngineGap("pinning snapshots is only implemented for the DuckDB and Spark engines")
+        sql, _ = render(template, self.settings, lambda ref: trino_name(self.settings, ref))
+        if now is not None:
+            sql = to_sql(pin_now(parse(sql), now), "trino")
+        t = self.settings.trino
+        try:
+            with trino.dbapi.connect(host=t.host, port=t.port, user=t.user, catalog=self.settings.catalog.name,
+                                     http_scheme="http", request_timeout=t.timeout_seconds) as conn:
+                cursor = conn.cursor()
+                cursor.execute(sql)
+                rows = cursor.fetchall()
+                names = [d[0] for d in cursor.description]
+        except OSError as exc:
+            raise EngineGap(f"Trino is not reachable at {t.host}:{t.port} ({exc}). On Kubernetes run "
+                            "`make trino` (port-forward) first; on the local stack use --engine duckdb") from None
+        return pa.Table.from_pylist([dict(zip(names, r)) for r in rows]) if rows else \
+            pa.table({n: pa.array([], pa.null()) for n in names})
