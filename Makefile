@@ -30,9 +30,8 @@ $(STAMP): requirements.lock pyproject.toml
 artifacts: $(STAMP)
 	@$(BIN)/python -m deploy.artifacts
 
-demo: install ## Main job on the local stack
-	@$(LAKEHOUSE) stack up
-	@$(LAKEHOUSE) demo
+demo: install ## The whole story on the local stack (KEEP=1 leaves the stack up afterwards)
+	@$(LAKEHOUSE) demo $(if $(KEEP),--keep-running,)
 
 test: install ## The test suite (starts its own stack on shifted ports)
 	@$(BIN)/pytest $(PYTEST_ARGS)

@@ -1,39 +1,34 @@
 """`make demo`: the lakehouse's story on the local stack, start to finish.
 
-Starts the binlog capture (its first run snapshots MariaDB), the dimension apply and
-click ingestion (both in one Spark application, FAIR pools), produces ClickEvents
-(with a share of deliberately bad ones) at a steady rate while showing progress,
-applies the seed's product update half-way, waits until every event is committed,
-then prints what a data engineer wants to see: counts, dead letters by reason, top
-products, how clicks on product 1 picked up its new price, freshness, where to look.
+Starts the binlog capture (its first run snapshots MariaDB), then one Spark application
+running the dimension apply, the click ingestion and the live aggregates (FAIR pools).
+Locust produces ClickEvents (with a share of deliberately bad ones) at a steady rate
+while progress is shown; half-way the seed's product update is applied in MariaDB. When
+every produced event is committed it prints what a data engineer wants to see: the top
+products before and after the update (live aggregates), how clicks on product 1 picked
+up the new price, dead letters by reason, freshness, and where to look next.
 """
 
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lakehouse.settings import Settings
+from lakehouse.settings import REPO_ROOT, Settings
 
-TOP_PRODUCTS_SQL = """
-SELECT productId, name, product_price, count(*) AS views, count(DISTINCT uid) AS users
-FROM {clicks} WHERE name IS NOT NULL
-GROUP BY productId, name, product_price ORDER BY views DESC, productId LIMIT 5
-"""
 PRODUCT_ONE_SQL = """
 SELECT name, product_price, count(*) AS views, min(ingest_time) AS first_seen, max(ingest_time) AS last_seen
-FROM {clicks} WHERE productId = '1' AND produced_at >= to_timestamp({since}) GROUP BY name, product_price
+FROM {clicks} WHERE productId = '1' AND produced_at >= from_unixtime(%d) GROUP BY name, product_price
 ORDER BY first_seen
 """
 SEED_UPDATE = "UPDATE products SET description = 'test666', product_price = 8.1 WHERE productId = '1'"
-DEAD_LETTER_SQL = "SELECT error_kind, count(*) AS events FROM {dead} GROUP BY error_kind ORDER BY events DESC"
 
 
 @dataclass
@@ -43,110 +38,147 @@ class DemoSummary:
     valid_rows: int
     dead_rows: int
     freshness: tuple[float, float, float]
+    report_dir: Path
 
 
-def _table(title: str, columns: list[str], rows: list[tuple]) -> Table:
-    table = Table(title=title)
-    for col in columns:
+def _table(title: str, result) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in result.column_names:
         table.add_column(col)
-    for row in rows:
-        table.add_row(*[str(v) for v in row])
+    for row in result.to_pylist():
+        table.add_row(*["NULL" if v is None else str(v) for v in row.values()])
     return table
 
 
-def run_demo(settings: Settings, rate: float, duration: float, bad_share: float, console: Console) -> DemoSummary:
-    from pipeline.benchmark import committed_total, freshness_quantiles, warm_up
-    from deploy.local.services.mariadb import connect as mariadb_connect
-    from pipeline.cdc.apply import DimensionApplyJob
-    from pipeline.cdc.capture import Capture, read_checkpoint
-    from pipeline.clicks.job import ClickIngestJob
-    from pipeline.metrics import serve
-    from pipeline.runner import run_loop
-    from pipeline.spark_session import build_session
-    from queries.duckdb_engine import connect, scan_sql
+class _Jobs:
+    """Capture thread + one Spark application with dims, clicks and aggregates in FAIR pools."""
 
-    cat, topic = settings.catalog, settings.kafka.clicks_topic
-    stop = threading.Event()
-    with console.status("starting the binlog capture (first run: consistent snapshot)..."):
-        threading.Thread(target=Capture(settings).run, args=(stop,), daemon=True).start()
-        while read_checkpoint(settings) is None:
-            time.sleep(0.2)
-    console.log(f"capture running: {settings.mariadb.database} -> {settings.kafka.cdc_topic_prefix}.*")
-    with console.status("starting Spark: dimension apply + click ingestion in one application..."):
-        serve(settings.metrics.host, settings.metrics.pipeline_port)
-        spark = build_session(settings, "lakehouse-demo")
-        dims = DimensionApplyJob(spark, settings)
-        while dims.run_once():  # catch up with the snapshot before clicks are enriched
-            pass
-        job = ClickIngestJob(spark, settings)
+    def __init__(self, settings: Settings, console: Console):
+        from pipeline.aggregates.live import LiveAggregates
+        from pipeline.cdc.apply import DimensionApplyJob
+        from pipeline.cdc.capture import Capture, read_checkpoint
+        from pipeline.clicks.job import ClickIngestJob
+        from pipeline.metrics import serve
+        from pipeline.spark_session import build_session
 
-    def in_pool(pool: str, target) -> threading.Thread:
+        self.settings, self.stop = settings, threading.Event()
+        with console.status("starting the binlog capture (first run: consistent snapshot)..."):
+            threading.Thread(target=Capture(settings).run, args=(self.stop,), daemon=True).start()
+            while read_checkpoint(settings) is None:
+                time.sleep(0.2)
+        console.log(f"capture running: {settings.mariadb.database} -> {settings.kafka.cdc_topic_prefix}.*")
+        with console.status("starting Spark: dimension apply, click ingestion, live aggregates..."):
+            serve(settings.metrics.host, settings.metrics.pipeline_port)
+            self.spark = build_session(settings, "lakehouse-demo")
+            self.dims = DimensionApplyJob(self.spark, settings)
+            while self.dims.run_once():  # catch up with the snapshot before clicks are enriched
+                pass
+            self.clicks = ClickIngestJob(self.spark, settings)
+            self.aggregates = LiveAggregates(self.spark, settings)
+        self.threads = [self._in_pool(name, job) for name, job in
+                        (("dims", self.dims), ("clicks", self.clicks), ("aggregate", self.aggregates))]
+
+    def _in_pool(self, pool: str, job) -> threading.Thread:
+        from pipeline.app import run_job
+
         def run():
-            spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
-            run_loop(target, settings.pipeline.trigger_seconds, stop)
-        thread = threading.Thread(target=run, daemon=True)
+            self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
+            run_job(job, self.settings, self.stop)
+
+        thread = threading.Thread(target=run, name=f"demo-{pool}", daemon=True)
         thread.start()
         return thread
 
-    loops = [in_pool("dims", dims), in_pool("clicks", job)]
-    console.log("dimensions applied from the CDC topics; click ingestion running")
+    def committed(self) -> int:
+        from pipeline.benchmark import committed_total
+
+        return committed_total(self.clicks, self.settings.kafka.clicks_topic)
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(60)
+        self.clicks.close()
+        self.dims.close()
+
+
+def _topic_end(settings: Settings) -> int:
+    """Records in the click topic so far (sum of high watermarks): what really reached Kafka."""
+    from pipeline.kafka_source.planner import Planner
+
+    planner = Planner(settings.kafka.bootstrap, [settings.kafka.clicks_topic], 1)
+    try:
+        return sum(m.high for m in planner.watermarks({p: 0 for p in planner.partitions()}).values())
+    finally:
+        planner.close()
+
+
+def _aggregates_caught_up(engine, expected_views: int) -> bool:
+    total = engine.run("SELECT coalesce(sum(views), 0) AS v FROM {product_views}").column("v")[0].as_py()
+    return total >= expected_views
+
+
+def run_demo(settings: Settings, rate: float, duration: float, bad_share: float, console: Console) -> DemoSummary:
+    from deploy.local.services.mariadb import connect as mariadb_connect
+    from loadgen.run import command, expected_events, read_result
+    from pipeline.benchmark import freshness_quantiles, warm_up
+    from queries import library
+    from queries.duckdb_engine import DuckDBEngine
+
+    jobs = _Jobs(settings, console)
+    console.log("dimensions applied from the CDC topics; click ingestion and live aggregates running")
     with console.status("warming up (first batch compiles and starts Python workers)..."):
-        warm_up(job, settings, events=200)
-    start_offsets = committed_total(job, topic)
-    since_ms = int(time.time() * 1000)
-    producer = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate), "--duration", str(duration),
-         "--bad-share", str(bad_share)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    expected = int(rate * duration)
+        warm_up(jobs.clicks, settings, events=200)
+    start_offsets, topic_start, since_ms = jobs.committed(), _topic_end(settings), int(time.time() * 1000)
+    report_dir = REPO_ROOT / "results" / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    locust = subprocess.Popen(command(rate, duration, "constant", bad_share, 4, 1, 0.0, report_dir),
+                              stdout=subprocess.DEVNULL, stderr=(report_dir / "locust.log").open("w"))
+    engine = DuckDBEngine(settings)
+    expected = int(expected_events("constant", rate, duration))
     columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
                TimeElapsedColumn()]
-    updated, output, produced = False, None, expected
+    before, produced = None, None
     with Progress(*columns, console=console) as progress:
-        produced_task = progress.add_task("produced ", total=expected)
-        committed_task = progress.add_task("committed", total=expected)
+        produced_task = progress.add_task("produced (Locust)", total=expected)
+        committed_task = progress.add_task("committed        ", total=expected)
         began = time.monotonic()
         while True:
             elapsed = time.monotonic() - began
-            if not updated and elapsed >= duration / 2:
+            if before is None and elapsed >= duration / 2:
+                before = engine.run(library.load("top_products").template)
                 with mariadb_connect(settings, user=settings.mariadb.app_user,
                                      database=settings.mariadb.database) as conn, conn.cursor() as cur:
                     cur.execute(SEED_UPDATE)
                 progress.console.log(f"MariaDB: {SEED_UPDATE}")
-                updated = True
-            committed = committed_total(job, topic) - start_offsets
-            progress.update(produced_task, completed=min(produced, rate * elapsed))
+            committed = jobs.committed() - start_offsets
             progress.update(committed_task, completed=committed)
-            if producer.poll() is not None:
-                if output is None:
-                    output = producer.stdout.read().strip()
-                    produced = int(output.split()[1]) if output.startswith("produced") else expected
+            if produced is None:
+                progress.update(produced_task, completed=min(expected, rate * elapsed))
+                if locust.poll() is not None:
+                    read_result(report_dir, expected, duration)  # fails clearly if Locust wrote no statistics
+                    produced = _topic_end(settings) - topic_start
                     progress.update(produced_task, total=produced, completed=produced)
                     progress.update(committed_task, total=produced)
-                if committed >= produced or elapsed > duration + 120:
-                    break
+            elif committed >= produced or elapsed > duration + 120:
+                break
             time.sleep(0.5)
-    console.log(output)
-    deadline = time.monotonic() + 60
-    while committed_total(job, topic) - start_offsets < produced and time.monotonic() < deadline:
-        time.sleep(0.5)
-    stop.set()
-    for loop in loops:
-        loop.join(60)
-    job.close()
-    dims.close()
-    committed = committed_total(job, topic) - start_offsets
+    valid_committed = jobs.spark.table(settings.catalog.clicks_table).count()
+    with console.status("waiting for the live aggregates to catch up..."):
+        deadline = time.monotonic() + 60
+        while not _aggregates_caught_up(engine, valid_committed) and time.monotonic() < deadline:
+            time.sleep(1)
+    committed = jobs.committed() - start_offsets
+    jobs.close()
 
-    con = connect(settings)
-    clicks, dead = scan_sql(settings, cat.clicks_table), scan_sql(settings, cat.dead_letter_table)
-    console.print(_table("top products (DuckDB over the Iceberg table)", ["productId", "name", "price", "views", "users"],
-                         con.execute(TOP_PRODUCTS_SQL.format(clicks=clicks)).fetchall()))
+    top = library.load("top_products")
+    console.print(_table(f"top products before the price update ({top.description})", before))
+    console.print(_table("top products after: product 1 has a row at its new price", engine.run(top.template)))
     console.print(_table("clicks on product 1: the price change arrived through CDC mid-run",
-                         ["name", "price", "views", "first ingested", "last ingested"],
-                         con.execute(PRODUCT_ONE_SQL.format(clicks=clicks, since=since_ms / 1000)).fetchall()))
-    console.print(_table("dead letters by reason", ["reason", "events"],
-                         con.execute(DEAD_LETTER_SQL.format(dead=dead)).fetchall()))
-    valid_rows = con.execute(f"SELECT count(*) FROM {clicks}").fetchone()[0]
-    dead_rows = con.execute(f"SELECT count(*) FROM {dead}").fetchone()[0]
-    freshness = freshness_quantiles(spark, cat.clicks_table, since_ms)
-    spark.stop()
-    return DemoSummary(produced, committed, valid_rows, dead_rows, freshness)
+                         engine.run(PRODUCT_ONE_SQL % (since_ms // 1000))))
+    console.print(_table("dead letters by reason", engine.run(library.load("dead_letter_reasons").template)))
+    counts = engine.run("SELECT (SELECT count(*) FROM {clicks}) AS valid, (SELECT count(*) FROM {dead_letter}) AS dead")
+    freshness = freshness_quantiles(jobs.spark, settings.catalog.clicks_table, since_ms)
+    jobs.spark.stop()
+    return DemoSummary(produced or 0, committed, counts.column("valid")[0].as_py(), counts.column("dead")[0].as_py(),
+                       freshness, report_dir)

@@ -28,19 +28,38 @@ app.command(name="query")(query.query)
 
 @app.command()
 def demo(
-    rate: Annotated[float, typer.Option(help="ClickEvents per second to produce.")] = 2000,
-    duration: Annotated[float, typer.Option(help="Seconds to produce for.")] = 30,
+    rate: Annotated[float, typer.Option(help="ClickEvents per second Locust produces.")] = 2000,
+    duration: Annotated[float, typer.Option(help="Seconds to produce for.")] = 60,
     bad_share: Annotated[float, typer.Option(help="Share of deliberately bad events.")] = 0.01,
+    keep_running: Annotated[bool, typer.Option(
+        help="Leave the stack up afterwards (to run `lakehouse query ...`); by default the demo stops what it "
+             "started.")] = False,
 ) -> None:
-    """The main job on the local stack: ingest clicks end to end and summarise (stack must be up)."""
+    """The whole story on the local stack: CDC, ingestion, live aggregates, Locust load, a price change, results.
+
+    Brings the local stack up if it is not running (and stops it again at the end unless
+    --keep-running). Takes about two minutes plus start-up.
+    """
     from rich.table import Table
 
+    from deploy.local.stack import LocalStack
     from lakehouse.cli.common import console, friendly_errors, settings_or_exit
     from lakehouse.demo import run_demo
 
     settings = settings_or_exit()
+    stack = LocalStack(settings)
     with friendly_errors():
-        summary = run_demo(settings, rate, duration, bad_share, console)
+        with console.status("local stack: starting what is not running..."):
+            started = stack.up()
+        if started:
+            console.log(f"local stack up: started {', '.join(started)}")
+        settings = settings_or_exit()  # now with the stack's generated credentials
+        try:
+            summary = run_demo(settings, rate, duration, bad_share, console)
+        finally:
+            if started and not keep_running:
+                with console.status("stopping the local stack the demo started (data kept)..."):
+                    stack.down()
     table = Table(title="demo summary")
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -54,10 +73,13 @@ def demo(
     ]:
         table.add_row(name, value)
     console.print(table)
+    up = not started or keep_running
     console.print(
-        f"Prometheus: http://{settings.prometheus.address}/classic/graph (try lakehouse_kafka_lag_records)\n"
-        f"Run more: `lakehouse run clicks` + `python -m loadgen.rate_producer --rate 5000 --duration 60`\n"
-        "Stop the stack: `make down-local` (data kept; PURGE=1 to delete it)"
+        f"Locust report: {summary.report_dir / 'report.html'}\n"
+        + (f"Prometheus: http://{settings.prometheus.address}/classic/graph (try lakehouse_kafka_lag_records)\n"
+           "More questions: `lakehouse query --list`, then e.g. `lakehouse query table_health`\n"
+           "Stop the stack: `make down-local` (data kept; PURGE=1 to delete it)" if up else
+           "The stack was stopped. `make demo KEEP=1` leaves it up for `lakehouse query --list` and Prometheus.")
     )
 
 

@@ -42,6 +42,14 @@ class SnapshotExpiredError(RuntimeError):
     """The streaming position no longer exists in the click table."""
 
 
+def _stop_between_batches(query, timeout: float = 60.0) -> None:
+    """Stop after the batch in flight (stopping inside foreachBatch interrupts its commit)."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    query.stop()
+
+
 class LiveAggregates:
     name = "aggregate"
 
@@ -168,7 +176,7 @@ class LiveAggregates:
                 stop.wait(0.5)
                 self._track_position(query, self.state)
             if stop.is_set():
-                query.stop()
+                _stop_between_batches(query)
                 return
             error = query.exception()
             message = str(error.desc if hasattr(error, "desc") else error) if error else "query ended"
