@@ -9,8 +9,11 @@ import yaml
 from lakehouse.settings import Settings
 
 
+RULES_FILE = "lakehouse-rules.yml"
+
+
 def scrape_config(settings: Settings) -> dict[str, Any]:
-    """Prometheus config for the local stack: one job per exporter, all on loopback."""
+    """Prometheus config for the local stack: one job per exporter, all on loopback; rules beside it."""
     interval = f"{settings.prometheus.scrape_interval_seconds}s"
     host = settings.metrics.host
     jobs = [
@@ -21,6 +24,7 @@ def scrape_config(settings: Settings) -> dict[str, Any]:
         jobs.append({"job_name": job, "static_configs": [{"targets": [f"{host}:{port}"]}]})
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "rule_files": [RULES_FILE],
         "scrape_configs": jobs,
     }
 

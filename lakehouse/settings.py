@@ -136,6 +136,13 @@ class MariaDBSettings(_Service):
 class PrometheusSettings(_Service):
     port: Port = 19090
     scrape_interval_seconds: int = Field(5, ge=1)
+    # alert thresholds (deploy/prometheus_rules.py)
+    freshness_alert_seconds: float = Field(60.0, gt=0, description="A table's newest commit older than this.")
+    dead_letter_alert_share: float = Field(0.05, gt=0, le=1, description="Share of events dead-lettered (5 min).")
+    cdc_lag_alert_seconds: float = Field(120.0, gt=0, description="Binlog capture or dimension apply behind.")
+    no_commit_intervals: int = Field(10, ge=2, description="Trigger intervals without a click commit while "
+                                                           "Kafka has records waiting.")
+    alert_for: str = Field("1m", description="How long a condition must hold before its alert fires.")
 
 
 class CatalogSettings(BaseModel):
@@ -168,6 +175,7 @@ class MetricsSettings(BaseModel):
     loadgen_port: Port = 19103
     probe_port: Port = 19104
     aggregate_port: Port = 19105
+    probe_interval_seconds: float = Field(5.0, gt=0, description="How often the freshness probe reads the tables.")
 
     def exporters(self) -> dict[str, int]:
         return {

@@ -18,19 +18,19 @@ from prometheus_client.registry import Collector
 LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 ROWS = Counter("lakehouse_pipeline_rows_total", "Rows seen by a job, by stage (in, valid, dead_letter).",
-               ["job", "stage"])
+               ["pipeline", "stage"])
 BATCHES = Counter("lakehouse_pipeline_batches_total", "Micro-batches run, by outcome (committed, idle, failed).",
-                  ["job", "outcome"])
-BATCH_SECONDS = Histogram("lakehouse_pipeline_batch_duration_seconds", "Wall time of a micro-batch.", ["job"],
+                  ["pipeline", "outcome"])
+BATCH_SECONDS = Histogram("lakehouse_pipeline_batch_duration_seconds", "Wall time of a micro-batch.", ["pipeline"],
                           buckets=(0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120))
 COMMIT_SECONDS = Histogram("lakehouse_pipeline_commit_duration_seconds", "Wall time of one Iceberg commit.",
                            ["table"], buckets=(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30))
-BATCH_ROWS = Histogram("lakehouse_pipeline_batch_rows", "Records read per micro-batch.", ["job"],
+BATCH_ROWS = Histogram("lakehouse_pipeline_batch_rows", "Records read per micro-batch.", ["pipeline"],
                        buckets=(0, 10, 100, 1_000, 5_000, 10_000, 50_000, 100_000, 500_000))
 LAG = Gauge("lakehouse_kafka_lag_records", "Records in Kafka not yet committed (end - committed).",
-            ["job", "topic", "partition"])
+            ["pipeline", "topic", "partition"])
 COMMITTED_OFFSET = Gauge("lakehouse_kafka_committed_offset", "Next offset to read, as committed in Iceberg.",
-                         ["job", "topic", "partition"])
+                         ["pipeline", "topic", "partition"])
 LAST_COMMIT = Gauge("lakehouse_table_last_commit_timestamp_seconds", "Unix time of the last commit by this writer.",
                     ["table"])
 CDC_APPLIED = Counter("lakehouse_cdc_rows_applied_total", "Rows upserted or deleted by MERGE.", ["table", "action"])

@@ -189,3 +189,25 @@ def batch(
         finally:
             spark.stop()
     console.print(f"{settings.catalog.daily_users_table}: {rows:,} user rows for {day} (that day replaced)")
+
+
+@app.command(name="freshness-probe")
+def freshness_probe(log_level: Annotated[str, typer.Option(help="Python log level.")] = "warning") -> None:
+    """Export what readers see of every table (commit age, snapshots, files, newest event time).
+
+    Reads each table through the catalog every LAKEHOUSE_METRICS__PROBE_INTERVAL_SECONDS,
+    independent of the writers; metrics on the probe port for Prometheus.
+    """
+    from prometheus_client import start_http_server
+
+    from pipeline.runner import install_stop_handlers
+    from queries.freshness_probe import run as run_probe
+
+    _logging(log_level)
+    settings = settings_or_exit()
+    start_http_server(settings.metrics.probe_port, addr=settings.metrics.host)
+    stop = threading.Event()
+    install_stop_handlers(stop)
+    console.print(f"freshness probe: every {settings.metrics.probe_interval_seconds:g}s; metrics on "
+                  f"http://{settings.metrics.host}:{settings.metrics.probe_port}/metrics")
+    run_probe(settings, stop)

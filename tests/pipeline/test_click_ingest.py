@@ -146,18 +146,18 @@ def test_metrics_describe_the_batches(spark, click_settings, producer):
     job = ClickIngestJob(spark, click_settings)
     table = click_settings.catalog.clicks_table
     before = REGISTRY.get_sample_value("lakehouse_e2e_latency_seconds_count", {"table": table}) or 0
-    valid_before = REGISTRY.get_sample_value("lakehouse_pipeline_rows_total", {"job": "clicks", "stage": "valid"}) or 0
+    valid_before = REGISTRY.get_sample_value("lakehouse_pipeline_rows_total", {"pipeline": "clicks", "stage": "valid"}) or 0
     drain(job)
     job.close()
     valid = len(producer.sent.valid)
     assert REGISTRY.get_sample_value("lakehouse_e2e_latency_seconds_count", {"table": table}) - before == valid
-    assert REGISTRY.get_sample_value("lakehouse_pipeline_rows_total", {"job": "clicks", "stage": "valid"}) - valid_before == valid
+    assert REGISTRY.get_sample_value("lakehouse_pipeline_rows_total", {"pipeline": "clicks", "stage": "valid"}) - valid_before == valid
     inf = REGISTRY.get_sample_value("lakehouse_e2e_latency_seconds_bucket", {"table": table, "le": "+Inf"})
     ten_min = REGISTRY.get_sample_value("lakehouse_e2e_latency_seconds_bucket", {"table": table, "le": "600.0"})
     assert inf == ten_min, "fresh events are all under 10 minutes"
     for p in range(3):
         lag = REGISTRY.get_sample_value("lakehouse_kafka_lag_records",
-                                        {"job": "clicks", "topic": click_settings.kafka.clicks_topic, "partition": str(p)})
+                                        {"pipeline": "clicks", "topic": click_settings.kafka.clicks_topic, "partition": str(p)})
         assert lag == 0
     assert REGISTRY.get_sample_value("lakehouse_table_last_commit_timestamp_seconds", {"table": table}) > 0
 

@@ -1,4 +1,4 @@
-"""Prometheus, scraping the stack's exporters (targets generated from settings)."""
+"""Prometheus, scraping the stack's exporters, with the lakehouse's recording and alert rules (all from settings)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import urllib.request
 
 from deploy.local.binaries import system_binary
 from deploy.local.services.base import Service
-from deploy.prometheus_config import render
+from deploy import prometheus_rules
+from deploy.prometheus_config import RULES_FILE, render
 
 
 class Prometheus(Service):
@@ -25,6 +26,7 @@ class Prometheus(Service):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config_dir.mkdir(parents=True, exist_ok=True)
         self.config_file.write_text(render(self.settings))
+        (self.config_dir / RULES_FILE).write_text(prometheus_rules.render(self.settings))
 
     def command(self) -> list[str]:
         return [
