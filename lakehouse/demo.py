@@ -120,6 +120,7 @@ def _aggregates_caught_up(engine, expected_views: int) -> bool:
 
 def run_demo(settings: Settings, rate: float, duration: float, bad_share: float, console: Console) -> DemoSummary:
     from deploy.local.services.mariadb import connect as mariadb_connect
+    from lakehouse.report import PrometheusError, write_report
     from loadgen.run import command, expected_events, read_result
     from pipeline.benchmark import freshness_quantiles, warm_up
     from queries import library
@@ -178,6 +179,12 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
                          engine.run(PRODUCT_ONE_SQL % (since_ms // 1000))))
     console.print(_table("dead letters by reason", engine.run(library.load("dead_letter_reasons").template)))
     counts = engine.run("SELECT (SELECT count(*) FROM {clicks}) AS valid, (SELECT count(*) FROM {dead_letter}) AS dead")
+    try:
+        with console.status("plotting the run from Prometheus..."):
+            page = write_report(settings, report_dir / "report", time.time() - since_ms / 1000 + 30)
+        console.log(f"report with plots: {page}")
+    except PrometheusError as exc:
+        console.log(f"no report: {exc}")
     freshness = freshness_quantiles(jobs.spark, settings.catalog.clicks_table, since_ms)
     jobs.spark.stop()
     return DemoSummary(produced or 0, committed, counts.column("valid")[0].as_py(), counts.column("dead")[0].as_py(),

@@ -83,5 +83,33 @@ def demo(
     )
 
 
+@app.command()
+def report(
+    since: Annotated[str, typer.Option(help="Window to report: 15m, 1h, 90s.")] = "15m",
+    out: Annotated[str | None, typer.Option(help="Output folder (default results/report-<time>).")] = None,
+) -> None:
+    """HTML page + PNG plots from Prometheus: latency quantiles, freshness, produced vs committed, lag."""
+    import time as _time
+    from pathlib import Path
+
+    from lakehouse.cli.common import console, settings_or_exit
+    from lakehouse.report import PrometheusError, write_report
+    from lakehouse.settings import REPO_ROOT
+    from loadgen.run import parse_duration
+
+    try:
+        seconds = parse_duration(since)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--since") from None
+    folder = Path(out) if out else REPO_ROOT / "results" / f"report-{_time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        with console.status(f"reading {since} of metrics from Prometheus and plotting..."):
+            page = write_report(settings_or_exit(), folder, seconds)
+    except PrometheusError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+    console.print(f"report: {page}")
+
+
 if __name__ == "__main__":
     app()

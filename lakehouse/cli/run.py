@@ -19,6 +19,19 @@ def _logging(level: str) -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
+def _service(log_level: str, port_of) -> tuple:
+    """Logging, settings, /metrics on ``port_of(settings.metrics)``, and a stop event Ctrl-C/SIGTERM set."""
+    from pipeline.metrics import serve
+    from pipeline.runner import install_stop_handlers
+
+    _logging(log_level)
+    settings = settings_or_exit()
+    serve(settings.metrics.host, port_of(settings.metrics))
+    stop = threading.Event()
+    install_stop_handlers(stop)
+    return settings, stop
+
+
 @app.command()
 def clicks(
     trigger: Annotated[float | None, typer.Option(help="Seconds between micro-batches (default from settings).")] = None,
@@ -91,16 +104,9 @@ def cdc(log_level: Annotated[str, typer.Option(help="Python log level.")] = "inf
     First run: a consistent snapshot (op 'r'); then the binlog from exactly that position.
     Restarts resume after the last durable checkpoint.
     """
-    from prometheus_client import start_http_server
-
     from pipeline.cdc.capture import Capture
-    from pipeline.runner import install_stop_handlers
 
-    _logging(log_level)
-    settings = settings_or_exit()
-    start_http_server(settings.metrics.cdc_port, addr=settings.metrics.host)
-    stop = threading.Event()
-    install_stop_handlers(stop)
+    settings, stop = _service(log_level, lambda m: m.cdc_port)
     console.print(f"cdc: {settings.mariadb.database}.{{{', '.join(settings.cdc_tables)}}} -> "
                   f"{settings.kafka.cdc_topic_prefix}.*; metrics on :{settings.metrics.cdc_port}")
     Capture(settings).run(stop)
@@ -198,16 +204,9 @@ def freshness_probe(log_level: Annotated[str, typer.Option(help="Python log leve
     Reads each table through the catalog every LAKEHOUSE_METRICS__PROBE_INTERVAL_SECONDS,
     independent of the writers; metrics on the probe port for Prometheus.
     """
-    from prometheus_client import start_http_server
-
-    from pipeline.runner import install_stop_handlers
     from queries.freshness_probe import run as run_probe
 
-    _logging(log_level)
-    settings = settings_or_exit()
-    start_http_server(settings.metrics.probe_port, addr=settings.metrics.host)
-    stop = threading.Event()
-    install_stop_handlers(stop)
+    settings, stop = _service(log_level, lambda m: m.probe_port)
     console.print(f"freshness probe: every {settings.metrics.probe_interval_seconds:g}s; metrics on "
                   f"http://{settings.metrics.host}:{settings.metrics.probe_port}/metrics")
     run_probe(settings, stop)

@@ -2,7 +2,7 @@
 SELECT f.partition.event_time_day AS day,
        count(*) AS data_files,
        sum(f.record_count) AS records,
-       CAST(avg(f.file_size_in_bytes) AS BIGINT) AS avg_file_bytes,
+       CAST(round(avg(f.file_size_in_bytes)) AS BIGINT) AS avg_file_bytes,
        (SELECT count(*) FROM {clicks:snapshots}) AS snapshots
 FROM {clicks:files} f
 WHERE f.content = 0

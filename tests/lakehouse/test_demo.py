@@ -18,7 +18,7 @@ def test_demo_runs_end_to_end_and_summarises(stack):
     assert out.returncode == 0, text[-3000:]
     assert "Traceback" not in text
     for heading in ("top products before the price update", "top products after", "clicks on product 1",
-                    "dead letters by reason", "demo summary", "Locust report"):
+                    "dead letters by reason", "demo summary", "Locust report", "report with plots"):
         assert heading in text, f"missing {heading!r}"
     produced = int(re.search(r"events produced\s*│\s*([\d,]+)", text).group(1).replace(",", ""))
     committed = int(re.search(r"events committed \(valid \+ dead-lettered\)\s*│\s*([\d,]+)", text)

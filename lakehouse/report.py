@@ -1,0 +1,132 @@
+"""`lakehouse report`: an HTML page with PNG plots from Prometheus, for people who would rather look.
+
+Reads Prometheus's HTTP API (``query_range``) for the last N minutes: end-to-end latency
+quantiles, freshness per table (the probe's reader view, else the writers' last commit),
+produced vs committed events/s, and Kafka lag. Each plot has a title, units and a legend;
+a summary table gives the last and worst values.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+from lakehouse.settings import Settings
+
+LATENCY = {f"p{int(q * 100)}": f"histogram_quantile({q}, sum by (le) (rate(lakehouse_e2e_latency_seconds_bucket[1m])))"
+           for q in (0.5, 0.95, 0.99)}
+
+
+@dataclass
+class Panel:
+    title: str
+    unit: str
+    queries: dict[str, str]  # legend (may use {label}) -> PromQL
+    legend_label: str | None = None
+    window: tuple[float, float] = (0.0, 0.0)
+    series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+
+
+def panels() -> list[Panel]:
+    return [
+        Panel("End-to-end latency (produce -> committed and visible)", "seconds", LATENCY),
+        Panel("Freshness per table (now - newest commit, as readers see it)", "seconds",
+              {"{table}": "lakehouse_table_commit_age_seconds or "
+                          "(time() - lakehouse_table_last_commit_timestamp_seconds)"}, legend_label="table"),
+        Panel("Events per second: produced vs committed", "events/s", {
+            "produced (Locust)": 'sum(rate(lakehouse_loadgen_events_total{outcome="delivered"}[1m]))',
+            "committed (valid + dead-lettered)":
+                'sum(rate(lakehouse_pipeline_rows_total{pipeline="clicks",stage=~"valid|dead_letter"}[1m]))'}),
+        Panel("Kafka lag (records not yet committed to Iceberg)", "records",
+              {"{topic}": "sum by (topic) (lakehouse_kafka_lag_records)"}, legend_label="topic"),
+    ]
+
+
+class PrometheusError(RuntimeError):
+    pass
+
+
+def query_range(settings: Settings, promql: str, start: float, end: float, step: float) -> list[dict]:
+    url = f"http://{settings.prometheus.address}/api/v1/query_range"
+    try:
+        reply = requests.get(url, params={"query": promql, "start": start, "end": end, "step": step}, timeout=30)
+    except requests.ConnectionError:
+        raise PrometheusError(f"Prometheus is not reachable at {settings.prometheus.address}: "
+                              "start the stack (`lakehouse stack up`)") from None
+    body = reply.json()
+    if body.get("status") != "success":
+        raise PrometheusError(f"Prometheus rejected {promql!r}: {body.get('error')}")
+    return body["data"]["result"]
+
+
+def collect(settings: Settings, since_seconds: float, now: float | None = None) -> list[Panel]:
+    end = now or time.time()
+    start = end - since_seconds
+    step = max(settings.prometheus.scrape_interval_seconds, since_seconds / 300)
+    result = panels()
+    for panel in result:
+        panel.window = (start, end)
+        for legend, promql in panel.queries.items():
+            for item in query_range(settings, promql, start, end, step):
+                name = legend.format(**item["metric"]) if panel.legend_label else legend
+                points = [(float(t), float(v)) for t, v in item["values"] if v not in ("NaN", "+Inf", "-Inf")]
+                if points:
+                    panel.series[name] = points
+    return result
+
+
+def plot(panel: Panel, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 3.6), dpi=110)
+    for name, points in sorted(panel.series.items()):
+        ax.plot([dt.datetime.fromtimestamp(t, dt.timezone.utc) for t, _ in points], [v for _, v in points],
+                label=name, linewidth=1.6)
+    ax.set_title(panel.title, fontsize=11, loc="left")
+    ax.set_ylabel(panel.unit)
+    ax.set_xlabel("time (UTC)")
+    short = panel.window[1] - panel.window[0] <= 1800
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S" if short else "%H:%M"))
+    ax.grid(alpha=0.3)
+    ax.set_ylim(bottom=0)
+    ax.set_xlim(*(dt.datetime.fromtimestamp(t, dt.timezone.utc) for t in panel.window))
+    if panel.series:
+        ax.legend(loc="upper left", fontsize=8, frameon=False)
+    else:
+        ax.text(0.5, 0.5, "no data in this window", ha="center", va="center", transform=ax.transAxes, color="grey")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_report(settings: Settings, out_dir: Path, since_seconds: float) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    collected = collect(settings, since_seconds)
+    rows, images = [], []
+    for i, panel in enumerate(collected):
+        png = out_dir / f"{i + 1}-{panel.title.split(' (')[0].lower().replace(' ', '-').replace(':', '')}.png"
+        plot(panel, png)
+        images.append(f'<figure><img src="{png.name}" alt="{html.escape(panel.title)}"></figure>')
+        for name, points in sorted(panel.series.items()):
+            values = [v for _, v in points]
+            rows.append(f"<tr><td>{html.escape(panel.title.split(' (')[0])}</td><td>{html.escape(name)}</td>"
+                        f"<td>{values[-1]:,.2f}</td><td>{max(values):,.2f}</td><td>{panel.unit}</td></tr>")
+    page = out_dir / "index.html"
+    page.write_text(
+        "<!doctype html><meta charset='utf-8'><title>lakehouse report</title>"
+        "<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}td,th{padding:2px 10px;text-align:right}"
+        "td:first-child,td:nth-child(2),th{text-align:left}img{max-width:100%}</style>"
+        f"<h1>Lakehouse report</h1><p>Last {since_seconds / 60:.0f} minutes, generated "
+        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC from Prometheus at {settings.prometheus.address}.</p>"
+        "<table><tr><th>panel</th><th>series</th><th>last</th><th>max</th><th>unit</th></tr>"
+        + "".join(rows) + "</table>" + "".join(images))
+    return page
