@@ -98,6 +98,19 @@ def expressions() -> list[str]:
     return [expr for _, specs in DASHBOARDS.values() for spec in specs for expr, _ in spec.queries]
 
 
+def provisioning(prometheus_url: str, dashboards_dir: str) -> dict[str, dict]:
+    """Grafana provisioning files: the Prometheus datasource (fixed uid, as the panels expect) and a
+    file provider loading the dashboard JSON from ``dashboards_dir``."""
+    return {
+        "datasources/lakehouse.yaml": {"apiVersion": 1, "datasources": [{
+            "name": "Prometheus", "type": "prometheus", "uid": DATASOURCE_UID, "access": "proxy",
+            "url": prometheus_url, "isDefault": True, "editable": False}]},
+        "dashboards/lakehouse.yaml": {"apiVersion": 1, "providers": [{
+            "name": "lakehouse", "folder": "Lakehouse", "type": "file", "disableDeletion": True,
+            "options": {"path": dashboards_dir}}]},
+    }
+
+
 def write_all(out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []

@@ -11,6 +11,16 @@ from rich.table import Table
 from lakehouse.cli.common import console, friendly_errors, settings_or_exit
 from lakehouse.settings import REPO_ROOT
 
+def _report(settings, out, seconds: float) -> None:
+    """Plots of the run from Prometheus beside the figures (skipped, saying why, if Prometheus is down)."""
+    from lakehouse.report import PrometheusError, write_report
+
+    try:
+        console.print(f"report with plots: {write_report(settings, out / 'report', seconds + 60)}")
+    except PrometheusError as exc:
+        console.print(f"no report: {exc}")
+
+
 def _print_figures(title: str, figures: list[tuple[str, str]]) -> None:
     table = Table(title=title)
     table.add_column("figure")
@@ -31,11 +41,14 @@ def ingest(
 ) -> None:
     """Sustained events/s and freshness p50/p95/p99 of the click pipeline, vs a Spark-less raw ceiling."""
     from pipeline.benchmark import run, save
+    from pipeline.metrics import serve
 
     settings = settings_or_exit()
     out = REPO_ROOT / "results" / f"bench-ingest-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
     with friendly_errors():
+        serve(settings.metrics.host, settings.metrics.pipeline_port)  # so Prometheus sees the run
         result = run(settings, rate, duration, out, progress=console.log)
     _print_figures(f"ingest benchmark: {rate:,.0f} events/s for {duration:.0f}s", [
         ("events produced", f"{result.produced:,}"),
@@ -50,6 +63,7 @@ def ingest(
         ("pipeline / raw ceiling", f"{result.ratio:.0%}"),
     ])
     console.print(f"saved {save(result, out)}")
+    _report(settings, out, time.monotonic() - began)
 
 
 @app.command()
@@ -62,6 +76,7 @@ def load(
     from loadgen.run import run
 
     out = REPO_ROOT / "results" / f"bench-load-{time.strftime('%Y%m%d-%H%M%S')}"
+    began = time.monotonic()
     table = Table(title=f"load generator capacity ({seconds:.0f}s trials)")
     for col in ("workers", "target/s", "achieved/s", "reached", "p50 ms", "p99 ms"):
         table.add_column(col, justify="right")
@@ -79,6 +94,7 @@ def load(
                     break
     console.print(table)
     console.print(f"reports under {out}")
+    _report(settings_or_exit(), out, time.monotonic() - began)
 
 
 @app.command()
@@ -88,9 +104,12 @@ def cdc(
 ) -> None:
     """Sustained changes/s and apply freshness p50/p95 (database commit -> visible in Iceberg)."""
     from pipeline.cdc.benchmark import run
+    from pipeline.metrics import serve
 
     settings = settings_or_exit()
+    began = time.monotonic()
     with friendly_errors():
+        serve(settings.metrics.host, settings.metrics.pipeline_port)  # so Prometheus sees the run
         result = run(settings, rate, duration, progress=console.log)
     _print_figures(f"CDC benchmark: {rate:,.0f} changes/s for {duration:.0f}s", [
         ("changes written", f"{result.changes:,}"),
@@ -98,6 +117,8 @@ def cdc(
         ("apply freshness p50 (s)", f"{result.freshness_p50_s:.2f}"),
         ("apply freshness p95 (s)", f"{result.freshness_p95_s:.2f}"),
     ])
+    _report(settings, REPO_ROOT / "results" / f"bench-cdc-{time.strftime('%Y%m%d-%H%M%S')}",
+            time.monotonic() - began)
 
 
 @app.command()

@@ -65,3 +65,11 @@ def test_every_expression_parses(tmp_path):
     path.write_text(yaml.safe_dump(rules))
     result = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_provisioning_points_panels_at_the_datasource_they_use():
+    files = dashboards.provisioning("http://prometheus:9090", "/var/lib/grafana/dashboards")
+    source = files["datasources/lakehouse.yaml"]["datasources"][0]
+    assert source["uid"] == dashboards.DATASOURCE_UID and source["url"] == "http://prometheus:9090"
+    used = {p["datasource"]["uid"] for uid in dashboards.DASHBOARDS for p in dashboards.build(uid)["panels"]}
+    assert used == {source["uid"]}
