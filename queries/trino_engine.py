@@ -20,6 +20,7 @@ class TrinoEngine:
     def run(self, template: str, now: dt.datetime | None = None,
             snapshots: dict[str, int] | None = None) -> pa.Table:
         import trino
+        import trino.exceptions
 
         if snapshots:
             raise EngineGap("pinning snapshots is only implemented for the DuckDB and Spark engines")
@@ -34,8 +35,10 @@ class TrinoEngine:
                 cursor.execute(sql)
                 rows = cursor.fetchall()
                 names = [d[0] for d in cursor.description]
-        except OSError as exc:
-            raise EngineGap(f"Trino is not reachable at {t.host}:{t.port} ({exc}). On Kubernetes run "
+        except (OSError, trino.exceptions.TrinoConnectionError) as exc:
+            raise EngineGap(f"Trino is not reachable at {t.host}:{t.port} ({str(exc)[:200]}). On Kubernetes run "
                             "`make trino` (port-forward) first; on the local stack use --engine duckdb") from None
+        except trino.exceptions.TrinoQueryError as exc:
+            raise EngineGap(f"Trino rejected the query: {exc.message}") from None
         return pa.Table.from_pylist([dict(zip(names, r)) for r in rows]) if rows else \
             pa.table({n: pa.array([], pa.null()) for n in names})
