@@ -174,7 +174,10 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
 
     top = library.load("top_products")
     console.print(_table(f"top products before the price update ({top.description})", before))
-    console.print(_table("top products after: product 1 has a row at its new price", engine.run(top.template)))
+    console.print(_table("top products after the price update", engine.run(top.template)))
+    console.print(_table("product 1 in the live aggregates: one row per price it was viewed at", engine.run(
+        "SELECT productId, name, product_price, views, unique_users FROM {product_views} "
+        "WHERE productId = '1' ORDER BY updated_at")))
     console.print(_table("clicks on product 1: the price change arrived through CDC mid-run",
                          engine.run(PRODUCT_ONE_SQL % (since_ms // 1000))))
     console.print(_table("dead letters by reason", engine.run(library.load("dead_letter_reasons").template)))

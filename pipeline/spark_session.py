@@ -65,5 +65,7 @@ def _quiet_loggers(spark) -> None:
     jvm = spark.sparkContext._jvm
     level = jvm.org.apache.logging.log4j.Level.ERROR
     for name in ("org.apache.iceberg.aws.s3.S3FileIO", "org.apache.iceberg.io.ResolvingFileIO",
-                 "org.apache.spark.sql.execution.streaming.ResolveWriteToStream", "org.apache.hadoop.hive.metastore.HiveMetaStoreClient"):
+                 "org.apache.spark.sql.execution.streaming.ResolveWriteToStream",
+                 "org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor",
+                 "org.apache.spark.sql.execution.CacheManager", "org.apache.hadoop.hive.metastore.HiveMetaStoreClient"):
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)

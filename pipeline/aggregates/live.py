@@ -63,6 +63,7 @@ class LiveAggregates:
         ensure_clicks_tables(spark, settings)
         ensure_aggregate_tables(spark, settings)
         self.rebuilds = 0
+        self._done: dict[str, tuple[str, int]] = {}  # progress this process committed, per result table
 
     # -- epoch: one per checkpoint. A new epoch backfills the results from one snapshot of
     # -- the click table and streams what is committed after it.
@@ -116,6 +117,7 @@ class LiveAggregates:
             self._rebuild(f"snapshot {missing}, where the aggregates stand, was expired or removed")
             state = self._epoch_state()
         self.epoch, self.state = state["epoch"], state
+        self._done: dict[str, tuple[str, int]] = {}  # progress this process committed, per result table
         history = None
         if state["backfill_snapshot"] is not None:
             history = (self.spark.read.option("snapshot-id", str(state["backfill_snapshot"]))
@@ -139,7 +141,12 @@ class LiveAggregates:
         batch = batch.persist()
         try:
             stats = batch.agg(F.count(F.lit(1)).alias("n"), F.max("ingest_time").alias("newest")).first()
-            merged = [ru.merge_batch(batch, rollup, self.epoch, batch_id) for rollup in self.rollups]
+            merged = []
+            for rollup in self.rollups:
+                # The first batch after a (re)start reads the table's progress; later ones know it.
+                known = self._done.get(rollup.table)
+                merged.append(ru.merge_batch(batch, rollup, self.epoch, batch_id, known))
+                self._done[rollup.table] = (self.epoch, max(batch_id, known[1] if known else -1))
         finally:
             batch.unpersist()
         now = time.time()

@@ -79,13 +79,16 @@ def progress_properties(epoch: str, batch_id: int) -> dict[str, str]:
     return {PROGRESS_PROPERTY: json.dumps({"epoch": epoch, "batch": batch_id}, separators=(",", ":"))}
 
 
-def merge_batch(clicks: DataFrame, rollup: Rollup, epoch: str, batch_id: int) -> bool:
+def merge_batch(clicks: DataFrame, rollup: Rollup, epoch: str, batch_id: int,
+                done: tuple[str | None, int] | None = None) -> bool:
     """Merge one batch into ``rollup.table`` unless that table already has it; True if merged.
 
-    Runs in the batch's own session: a streaming batch's temp views live there.
+    ``done`` is the table's progress if the caller knows it (it wrote the last commit
+    itself), which saves reading the metadata tables on every batch. Runs in the batch's
+    own session: a streaming batch's temp views live there.
     """
     spark = clicks.sparkSession
-    done_epoch, done_batch = committed_progress(spark, rollup.table)
+    done_epoch, done_batch = done if done is not None else committed_progress(spark, rollup.table)
     if done_epoch == epoch and done_batch >= batch_id:
         return False
     view = f"_batch_{rollup.table.replace('.', '_')}"
