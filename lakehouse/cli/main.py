@@ -73,6 +73,9 @@ def demo(
     ]:
         table.add_row(name, value)
     console.print(table)
+    if summary.committed < summary.produced:
+        console.print(f"[red]only {summary.committed:,} of {summary.produced:,} produced events were committed[/red]: "
+                      "see the job errors above (`lakehouse stack status`, `lakehouse stack logs kafka`)")
     up = not started or keep_running
     console.print(
         f"Locust report: {summary.report_dir / 'report.html'}\n"
@@ -81,6 +84,8 @@ def demo(
            "Stop the stack: `make down-local` (data kept; PURGE=1 to delete it)" if up else
            "The stack was stopped. `make demo KEEP=1` leaves it up for `lakehouse query --list` and Prometheus.")
     )
+    if summary.committed < summary.produced:
+        raise typer.Exit(1)
 
 
 @app.command()
