@@ -19,7 +19,6 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from lakehouse.settings import REPO_ROOT, Settings
 
@@ -39,15 +38,6 @@ class DemoSummary:
     dead_rows: int
     freshness: tuple[float, float, float]
     report_dir: Path
-
-
-def _table(title: str, result) -> Table:
-    table = Table(title=title, title_justify="left")
-    for col in result.column_names:
-        table.add_column(col)
-    for row in result.to_pylist():
-        table.add_row(*["NULL" if v is None else str(v) for v in row.values()])
-    return table
 
 
 class _Jobs:
@@ -123,7 +113,7 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
     from lakehouse.report import PrometheusError, write_report
     from loadgen.run import command, expected_events, read_result
     from pipeline.benchmark import freshness_quantiles, warm_up
-    from queries import library
+    from queries import library, output
     from queries.duckdb_engine import DuckDBEngine
 
     jobs = _Jobs(settings, console)
@@ -173,14 +163,18 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
     jobs.close()
 
     top = library.load("top_products")
-    console.print(_table(f"top products before the price update ({top.description})", before))
-    console.print(_table("top products after the price update", engine.run(top.template)))
-    console.print(_table("product 1 in the live aggregates: one row per price it was viewed at", engine.run(
-        "SELECT productId, name, product_price, views, unique_users FROM {product_views} "
-        "WHERE productId = '1' ORDER BY updated_at")))
-    console.print(_table("clicks on product 1: the price change arrived through CDC mid-run",
-                         engine.run(PRODUCT_ONE_SQL % (since_ms // 1000))))
-    console.print(_table("dead letters by reason", engine.run(library.load("dead_letter_reasons").template)))
+    show = [
+        (f"top products before the price update ({top.description})", before),
+        ("top products after the price update", engine.run(top.template)),
+        ("product 1 in the live aggregates: one row per price it was viewed at", engine.run(
+            "SELECT productId, name, product_price, views, unique_users FROM {product_views} "
+            "WHERE productId = '1' ORDER BY updated_at")),
+        ("clicks on product 1: the price change arrived through CDC mid-run",
+         engine.run(PRODUCT_ONE_SQL % (since_ms // 1000))),
+        ("dead letters by reason", engine.run(library.load("dead_letter_reasons").template)),
+    ]
+    for title, result in show:
+        output.write(result, "table", console, title=title)
     counts = engine.run("SELECT (SELECT count(*) FROM {clicks}) AS valid, (SELECT count(*) FROM {dead_letter}) AS dead")
     try:
         with console.status("plotting the run from Prometheus..."):

@@ -29,12 +29,13 @@ def job_factories() -> dict[str, JobFactory]:
     return {"clicks": ClickIngestJob, "dims": DimensionApplyJob, "aggregate": LiveAggregates}
 
 
-def run_job(job, settings: Settings, stop: threading.Event) -> None:
+def run_job(job, settings: Settings, stop: threading.Event, trigger: float | None = None,
+            max_batches: int | None = None) -> None:
     """A streaming query runs itself (``run_until``); a micro-batch job runs in the shared loop."""
     if hasattr(job, "run_until"):
         job.run_until(stop)
     else:
-        run_loop(job, settings.pipeline.trigger_seconds, stop)
+        run_loop(job, trigger or settings.pipeline.trigger_seconds, stop, max_batches=max_batches)
 
 
 def run_jobs(spark, settings: Settings, names: list[str], stop: threading.Event) -> None:

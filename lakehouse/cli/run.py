@@ -48,25 +48,19 @@ def clicks(
 
 def _run_single(name: str, trigger: float | None, max_batches: int | None, log_level: str, **job_args) -> None:
     """One job in its own Spark application, until Ctrl-C / SIGTERM."""
-    from pipeline.app import job_factories
-    from pipeline.metrics import serve
-    from pipeline.runner import install_stop_handlers, run_loop
+    from pipeline.app import job_factories, run_job
     from pipeline.spark_session import build_session
 
-    _logging(log_level)
-    settings = settings_or_exit()
-    port = settings.metrics.aggregate_port if name == "aggregate" else settings.metrics.pipeline_port
-    serve(settings.metrics.host, port)
+    def port_of(m):
+        return m.aggregate_port if name == "aggregate" else m.pipeline_port
+
+    settings, stop = _service(log_level, port_of)
     spark = build_session(settings, f"lakehouse-{name}")
     job = job_factories()[name](spark, settings, **job_args)
-    stop = threading.Event()
-    install_stop_handlers(stop)
+    port = port_of(settings.metrics)
     console.print(f"{name}: running; metrics on http://{settings.metrics.host}:{port}/metrics")
     try:
-        if hasattr(job, "run_until"):
-            job.run_until(stop)
-        else:
-            run_loop(job, trigger or settings.pipeline.trigger_seconds, stop, max_batches=max_batches)
+        run_job(job, settings, stop, trigger, max_batches)
     finally:
         job.close()
         spark.stop()

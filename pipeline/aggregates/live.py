@@ -117,7 +117,7 @@ class LiveAggregates:
             self._rebuild(f"snapshot {missing}, where the aggregates stand, was expired or removed")
             state = self._epoch_state()
         self.epoch, self.state = state["epoch"], state
-        self._done: dict[str, tuple[str, int]] = {}  # progress this process committed, per result table
+        self._done.clear()  # the first batch after a (re)start reads the tables' progress again
         history = None
         if state["backfill_snapshot"] is not None:
             history = (self.spark.read.option("snapshot-id", str(state["backfill_snapshot"]))
