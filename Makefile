@@ -9,12 +9,13 @@ LAKEHOUSE := $(BIN)/lakehouse
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install debs artifacts demo test down-local status-local clean bench-ingest bench-load bench-cdc
+.PHONY: help install debs artifacts checkov demo test down-local status-local clean bench-ingest bench-load bench-cdc \
+        up down status trino load k8s-generate k8s-validate k8s-crds
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-install: debs $(STAMP) artifacts ## Venv, pinned Python deps, pinned jars/binaries, missing Debian packages (idempotent)
+install: debs $(STAMP) artifacts checkov ## Venv, pinned Python deps, pinned jars/binaries, missing Debian packages (idempotent)
 
 debs:
 	@bash deploy/install_debs.sh
@@ -29,6 +30,15 @@ $(STAMP): requirements.lock pyproject.toml
 
 artifacts: $(STAMP)
 	@$(BIN)/python -m deploy.artifacts
+
+CHECKOV := .tools/checkov/.installed
+checkov: $(CHECKOV)
+$(CHECKOV): deploy/k8s/checkov.lock
+	@echo "  checkov in its own venv .tools/checkov (hashes checked)"
+	@test -x .tools/checkov/bin/python || $(PYTHON) -m venv .tools/checkov
+	@$(BIN)/uv pip install -q --python .tools/checkov/bin/python --require-hashes -r deploy/k8s/checkov.lock 2>/dev/null \
+	  || uv pip install -q --python .tools/checkov/bin/python --require-hashes -r deploy/k8s/checkov.lock
+	@touch $@
 
 demo: install ## The whole story on the local stack (KEEP=1 leaves the stack up afterwards)
 	@$(LAKEHOUSE) demo $(if $(KEEP),--keep-running,)
@@ -45,11 +55,9 @@ down-local: ## Stop the local stack (data kept; PURGE=1 deletes it)
 clean: down-local ## Remove venv, tools and run dirs
 	rm -rf $(VENV) .tools .run .run-test results
 
-RATE ?= 10000
-DURATION ?= 600
 bench-ingest: install ## Ingest benchmark on the local stack (RATE=events/s DURATION=seconds)
 	@$(LAKEHOUSE) stack up
-	@$(LAKEHOUSE) bench ingest --rate $(RATE) --duration $(DURATION)
+	@$(LAKEHOUSE) bench ingest --rate $(or $(RATE),10000) --duration $(or $(DURATION),600)
 
 bench-load: install ## Load generator capacity: one Locust process vs workers
 	@$(LAKEHOUSE) stack up
@@ -58,3 +66,36 @@ bench-load: install ## Load generator capacity: one Locust process vs workers
 bench-cdc: install ## CDC benchmark: changes/s and apply freshness (CDC_RATE=changes/s CDC_DURATION=seconds)
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench cdc --rate $(or $(CDC_RATE),1000) --duration $(or $(CDC_DURATION),60)
+
+# ---------------------------------------------------------------- Kubernetes (kind)
+KIND_CLUSTER := lakehouse
+NS := lakehouse
+IMAGE := lakehouse:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+STRIMZI_VERSION := 1.2.0
+SPARK_OPERATOR_VERSION := 2.5.2
+KUBECTL := kubectl --context kind-$(KIND_CLUSTER)
+
+k8s-generate: $(STAMP) ## Regenerate k8s/base/generated from settings (topics, scrape config, rules, dashboards, catalog)
+	@$(BIN)/python -m deploy.k8s.generate
+
+k8s-validate: install ## Validate the manifests offline: render, strict schemas, CRDs, cross-references, checkov
+	@$(BIN)/python -m deploy.k8s.validate
+
+k8s-crds: ## Download the pinned CRDs (Strimzi, spark-operator, prometheus-operator) into .tools/k8s-crds
+	@bash deploy/k8s/fetch_crds.sh .tools/k8s-crds $(STRIMZI_VERSION) $(SPARK_OPERATOR_VERSION)
+
+up: $(STAMP) ## kind cluster + operators + image + the lakehouse, in order; prints how to reach the UIs
+	@bash deploy/k8s/up.sh $(KIND_CLUSTER) $(NS) $(IMAGE) $(STRIMZI_VERSION) $(SPARK_OPERATOR_VERSION)
+
+down: ## Delete the kind cluster (and everything in it)
+	@command -v kind >/dev/null || { echo "error: kind not found (https://kind.sigs.k8s.io)"; exit 1; }
+	@kind delete cluster --name $(KIND_CLUSTER)
+
+status: ## Pods, Spark applications and Kafka topics in the cluster
+	@$(KUBECTL) -n $(NS) get pods,sparkapplications,scheduledsparkapplications,kafkatopics
+
+trino: ## A Trino CLI session on the cluster's coordinator (catalog and schema preset)
+	@$(KUBECTL) -n $(NS) exec -it deploy/trino-coordinator -- trino --catalog lakehouse --schema ods_behavior
+
+load: ## Bounded load through the cluster's Locust master (RATE=events/s DURATION=60s)
+	@$(KUBECTL) -n $(NS) exec deploy/locust-master -- python -m loadgen.swarm --rate $(or $(RATE),2000) --duration $(or $(DURATION),60s)

@@ -29,5 +29,44 @@ def scrape_config(settings: Settings) -> dict[str, Any]:
     }
 
 
+EXPORTER_LABEL = "lakehouse.io/exporter"
+
+
+def kubernetes_scrape_config(settings: Settings, namespace: str) -> dict[str, Any]:
+    """Prometheus config for Kubernetes: pods found by the API, one job per exporter.
+
+    A pod opts in with the label ``lakehouse.io/exporter: <exporter>``; the port comes from
+    settings, so no manifest restates it. Strimzi's Kafka pods are scraped on their metrics
+    reporter port.
+    """
+    interval = f"{settings.prometheus.scrape_interval_seconds}s"
+    label = "__meta_kubernetes_pod_label_" + EXPORTER_LABEL.replace(".", "_").replace("/", "_")
+
+    def pod_job(job: str, keep: list[dict[str, Any]], port: int) -> dict[str, Any]:
+        return {
+            "job_name": job,
+            "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [namespace]}}],
+            "relabel_configs": keep + [
+                {"source_labels": ["__meta_kubernetes_pod_ip"], "target_label": "__address__",
+                 "replacement": f"$1:{port}"},
+                {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+            ],
+        }
+
+    jobs = [{"job_name": "prometheus", "static_configs": [{"targets": [f"localhost:{settings.prometheus.port}"]}]}]
+    for job, port in settings.metrics.exporters().items():
+        jobs.append(pod_job(job, [{"source_labels": [label], "regex": job, "action": "keep"}], port))
+    jobs.append(pod_job("kafka", [{"source_labels": ["__meta_kubernetes_pod_label_strimzi_io_kind"],
+                                   "regex": "Kafka", "action": "keep"}], STRIMZI_METRICS_PORT))
+    return {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "rule_files": [RULES_FILE],
+        "scrape_configs": jobs,
+    }
+
+
+STRIMZI_METRICS_PORT = 9404  # Strimzi's metrics port on Kafka pods (metricsConfig)
+
+
 def render(settings: Settings) -> str:
     return yaml.safe_dump(scrape_config(settings), sort_keys=False)

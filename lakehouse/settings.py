@@ -197,6 +197,10 @@ class PipelineSettings(BaseModel):
     max_event_bytes: int = Field(16_384, ge=64)
     max_event_age_days: int = Field(7, ge=1)
     max_event_future_seconds: int = Field(300, ge=0)
+    spark_deploy: Literal["local", "cluster"] = Field(
+        "local", description="'local': the job starts its own Spark (local[2]) with the pinned jars; 'cluster': it "
+                             "runs under spark-submit (spark-operator on Kubernetes), which sets master, driver, "
+                             "executors and classpath.")
     spark_driver_memory: str = "1g"
     spark_shuffle_partitions: int = Field(4, ge=1)
     aggregate_trigger_seconds: float = Field(2.0, gt=0, description="Micro-batch interval of the live aggregates.")
@@ -264,6 +268,13 @@ class Settings(BaseSettings):
     @property
     def cdc_tables(self) -> tuple[str, ...]:
         return ("products", "user_member")
+
+    def topics(self) -> dict[str, int]:
+        """Every topic the lakehouse uses, with its partition count (both runtimes create exactly these)."""
+        topics = {self.kafka.clicks_topic: self.kafka.clicks_partitions}
+        topics.update({self.cdc_topic(t): self.kafka.cdc_partitions for t in self.cdc_tables})
+        topics[self.cdc_position_topic] = 1
+        return topics
 
     def checkpoint_path(self, query: str) -> Path:
         """Where a Spark streaming query keeps its checkpoint."""

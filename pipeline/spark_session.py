@@ -16,42 +16,50 @@ from lakehouse.settings import Settings
 
 
 def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
+    """The catalog and SQL settings every job needs; in local mode also jars, driver and interpreters."""
     prefix = f"spark.sql.catalog.{settings.catalog.name}"
     conf = {
-        "spark.app.name": app_name,
-        "spark.jars": ",".join(str(p) for p in jar_paths(settings.tools_dir)),
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         prefix: "org.apache.iceberg.spark.SparkCatalog",
         "spark.sql.defaultCatalog": settings.catalog.name,
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.memory": settings.pipeline.spark_driver_memory,
-        "spark.driver.bindAddress": settings.metrics.host,
-        "spark.driver.host": settings.metrics.host,
         "spark.sql.shuffle.partitions": str(settings.pipeline.spark_shuffle_partitions),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.scheduler.mode": "FAIR",
         "spark.sql.adaptive.enabled": "true",
-        "spark.driver.extraJavaOptions": "-Djava.net.preferIPv4Stack=true",
         # Live commit locks heartbeat often enough that pipeline.commit_locks never frees them.
         "spark.hadoop.iceberg.hive.lock-heartbeat-interval-ms": str(int(settings.metastore.stale_lock_seconds * 1000 / 3)),
-        # Python workers must use this interpreter (the venv with pyarrow and the project).
-        "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
-        "spark.pyspark.driver.python": sys.executable,
     }
     conf.update({f"{prefix}.{k}": v for k, v in java_catalog_properties(settings).items()})
+    if settings.pipeline.spark_deploy == "local":
+        # Under spark-submit these are the submitter's (the SparkApplication's) to set.
+        conf.update({
+            "spark.app.name": app_name,
+            "spark.jars": ",".join(str(p) for p in jar_paths(settings.tools_dir)),
+            "spark.driver.memory": settings.pipeline.spark_driver_memory,
+            "spark.driver.bindAddress": settings.metrics.host,
+            "spark.driver.host": settings.metrics.host,
+            "spark.driver.extraJavaOptions": "-Djava.net.preferIPv4Stack=true",
+            # Python workers must use this interpreter (the venv with pyarrow and the project).
+            "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
+            "spark.pyspark.driver.python": sys.executable,
+        })
     return conf
 
 
 def build_session(settings: Settings, app_name: str, master: str | None = None):
-    """A SparkSession (local[*] unless a master is given or set in SPARK_MASTER)."""
+    """A SparkSession: local[2] (or ``master`` / SPARK_MASTER), or the submitter's in cluster mode."""
     from pyspark.sql import SparkSession
 
-    # PySpark picks the worker interpreter from the environment, not from the conf.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    # Keep Spark's own sockets on loopback (it would otherwise pick the host's address).
-    os.environ.setdefault("SPARK_LOCAL_IP", settings.metrics.host)
-    builder = SparkSession.builder.master(master or os.environ.get("SPARK_MASTER", "local[2]"))
+    if settings.pipeline.spark_deploy == "cluster":
+        builder = SparkSession.builder  # spark-submit already chose master, driver and executors
+    else:
+        # PySpark picks the worker interpreter from the environment, not from the conf.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # Keep Spark's own sockets on loopback (it would otherwise pick the host's address).
+        os.environ.setdefault("SPARK_LOCAL_IP", settings.metrics.host)
+        builder = SparkSession.builder.master(master or os.environ.get("SPARK_MASTER", "local[2]"))
     for key, value in spark_conf(settings, app_name).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -14,7 +14,8 @@ import secrets
 from lakehouse.settings import GENERATED_SECRETS, Settings, load_settings
 
 
-def _new_value(field: str) -> str:
+def new_value(field: str) -> str:
+    """A fresh random credential: S3 access keys look like keys, everything else is a long token."""
     if field == "access_key":
         return "LH" + secrets.token_hex(9).upper()
     return secrets.token_urlsafe(24)
@@ -29,7 +30,7 @@ def ensure_credentials(settings: Settings) -> Settings:
     for section, field in GENERATED_SECRETS:
         key = f"{section}.{field}"
         if key not in stored:
-            stored[key] = _new_value(field)
+            stored[key] = new_value(field)
             changed = True
     if changed or not path.exists():
         tmp = path.with_suffix(".tmp")

@@ -167,7 +167,9 @@ def _start_millis(from_timestamp: str | None, from_snapshot: int | None) -> int 
 
 @app.command()
 def batch(
-    date: Annotated[str, typer.Option(help="Event day to (re)compute, YYYY-MM-DD (UTC).")],
+    date: Annotated[str, typer.Option(
+        help="Event day to (re)compute: YYYY-MM-DD, 'today' or 'yesterday' (UTC; the nightly schedule "
+             "uses 'yesterday').")],
     log_level: Annotated[str, typer.Option(help="Python log level.")] = "warning",
 ) -> None:
     """Daily user-behaviour summary for one day -> ads table; re-running a day replaces that day only."""
@@ -176,10 +178,12 @@ def batch(
     from pipeline.aggregates.daily import build_day
     from pipeline.spark_session import build_session
 
+    today = dt.datetime.now(dt.timezone.utc).date()
     try:
-        day = dt.date.fromisoformat(date)
+        day = {"today": today, "yesterday": today - dt.timedelta(days=1)}.get(date) or dt.date.fromisoformat(date)
     except ValueError:
-        raise typer.BadParameter(f"{date!r} is not a date like 2026-11-21", param_hint="--date") from None
+        raise typer.BadParameter(f"{date!r} is not a date like 2026-11-21 (or 'today', 'yesterday')",
+                                 param_hint="--date") from None
     _logging(log_level)
     settings = settings_or_exit()
     with console.status(f"computing the user-behaviour summary of {day}..."):

@@ -7,7 +7,6 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from deploy.local.services.broker import wanted_topics
 from deploy.local.services.mariadb import connect as mariadb_connect
 from deploy.local.services.object_store import s3_client
 
@@ -38,7 +37,7 @@ def test_topics_were_created_with_partitions_from_settings(settings):
     from deploy.local.services.broker import admin_client
 
     meta = admin_client(settings).list_topics(timeout=10)
-    for name, partitions in wanted_topics(settings).items():
+    for name, partitions in settings.topics().items():
         assert name in meta.topics
         assert len(meta.topics[name].partitions) == partitions
 

@@ -19,14 +19,6 @@ def admin_client(settings: Settings) -> AdminClient:
     return AdminClient({"bootstrap.servers": settings.kafka.bootstrap, "socket.timeout.ms": 5000, "log_level": 0})
 
 
-def wanted_topics(settings: Settings) -> dict[str, int]:
-    """Every topic the lakehouse uses, with its partition count."""
-    topics = {settings.kafka.clicks_topic: settings.kafka.clicks_partitions}
-    topics.update({settings.cdc_topic(t): settings.kafka.cdc_partitions for t in settings.cdc_tables})
-    topics[settings.cdc_position_topic] = 1
-    return topics
-
-
 class Broker(Service):
     name = "kafka"
     startup_timeout = 30.0
@@ -70,7 +62,7 @@ class Broker(Service):
         admin = admin_client(self.settings)
         existing = admin.list_topics(timeout=10).topics
         new = [NewTopic(name, num_partitions=n, replication_factor=1)
-               for name, n in wanted_topics(self.settings).items() if name not in existing]
+               for name, n in self.settings.topics().items() if name not in existing]
         if not new:
             return
         for name, future in admin.create_topics(new, request_timeout=15).items():

@@ -1,0 +1,71 @@
+"""The settings of the Kubernetes runtime: the same typed settings, with in-cluster endpoints.
+
+Pods get them as ``LAKEHOUSE_*`` variables from the ``lakehouse-settings`` ConfigMap
+(only what differs from the defaults) and credentials from the generated Secret, so a
+job reads exactly the same ``Settings`` class in both runtimes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lakehouse.settings import GENERATED_SECRETS, Settings
+
+NAMESPACE = "lakehouse"
+KAFKA_CLUSTER = "lakehouse"
+IMAGE = "lakehouse"  # built from deploy/Dockerfile; the overlay pins the tag
+
+# Service DNS name and port of each dependency inside the namespace.
+SERVICES: dict[str, tuple[str, int]] = {
+    "kafka": (f"{KAFKA_CLUSTER}-kafka-bootstrap", 9092),
+    "s3": ("minio", 9000),
+    "postgres": ("postgres", 5432),
+    "metastore": ("hive-metastore", 9083),
+    "mariadb": ("mysql", 3306),
+    "trino": ("trino", 8080),
+    "prometheus": ("prometheus", 9090),
+}
+
+# Where the image keeps the project, its tools and the jobs' writable state.
+APP_DIR = "/opt/lakehouse"
+STATE_DIR = "/var/lib/lakehouse"
+
+
+def cluster_overrides() -> dict[str, Any]:
+    """What the cluster changes relative to the defaults, as nested settings data."""
+    overrides: dict[str, Any] = {section: {"host": host, "port": port} for section, (host, port) in SERVICES.items()}
+    # Exporters must answer Prometheus from other pods; NetworkPolicies limit who may ask.
+    overrides["metrics"] = {"host": "0.0.0.0"}  # noqa: S104 - inside a pod, guarded by NetworkPolicy
+    overrides["pipeline"] = {"spark_deploy": "cluster"}
+    overrides["run_dir"] = STATE_DIR
+    overrides["tools_dir"] = f"{APP_DIR}/.tools"
+    return overrides
+
+
+def cluster_settings() -> Settings:
+    """The Kubernetes runtime's settings, independent of this shell's LAKEHOUSE_* variables."""
+    return Settings.model_validate(cluster_overrides())
+
+
+def _flatten(data: dict[str, Any], prefix: str = "LAKEHOUSE_") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key.upper()}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "__"))
+        else:
+            out[name] = str(value)
+    return out
+
+
+def settings_env() -> dict[str, str]:
+    """``LAKEHOUSE_*`` variables that turn the defaults into the cluster's settings (no secrets)."""
+    defaults = _flatten(Settings.model_validate({}).model_dump(mode="json"))
+    cluster = _flatten(cluster_settings().model_dump(mode="json"))
+    secret_names = set(secret_env_names())
+    return {k: v for k, v in sorted(cluster.items()) if defaults.get(k) != v and k not in secret_names}
+
+
+def secret_env_names() -> list[str]:
+    """The Secret's keys: one ``LAKEHOUSE_*`` variable per generated credential."""
+    return [f"LAKEHOUSE_{section.upper()}__{field.upper()}" for section, field in GENERATED_SECRETS]

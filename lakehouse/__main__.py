@@ -1,0 +1,11 @@
+"""``python -m lakehouse`` is the ``lakehouse`` CLI.
+
+spark-submit only runs ``.py`` files, so this file is also the entry point of every
+SparkApplication on Kubernetes (``local:///opt/lakehouse/lakehouse/__main__.py run clicks``):
+one code path for both runtimes.
+"""
+
+from lakehouse.cli.main import app
+
+if __name__ == "__main__":
+    app()

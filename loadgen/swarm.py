@@ -1,0 +1,59 @@
+"""Start a bounded load on a running Locust master (Kubernetes): ``python -m loadgen.swarm``.
+
+`make load RATE=... DURATION=...` runs this inside the master pod. It asks the master's
+web API for a swarm at the given total event rate (the master splits it over its
+workers), lets Locust stop it after the run time, then prints what was delivered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import urllib.parse
+import urllib.request
+
+from loadgen.run import parse_duration
+
+
+def _post(url: str, form: dict[str, str]) -> dict:
+    data = urllib.parse.urlencode(form).encode()
+    with urllib.request.urlopen(urllib.request.Request(url, data=data), timeout=10) as resp:  # noqa: S310 - loopback
+        return json.loads(resp.read() or b"{}")
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 - loopback
+        return json.loads(resp.read())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Run a bounded load through the Locust master's web API.")
+    parser.add_argument("--rate", type=float, required=True, help="total ClickEvents/s over all workers")
+    parser.add_argument("--duration", default="60s", help="run time: 60, 60s, 5m, 1h")
+    parser.add_argument("--users", type=int, default=8, help="Locust users (the rate is paced, not per user)")
+    parser.add_argument("--bad-share", type=float, default=0.01, help="share of deliberately bad events")
+    parser.add_argument("--master", default="http://127.0.0.1:8089", help="the master's web UI")
+    args = parser.parse_args()
+    seconds = parse_duration(args.duration)
+    _post(f"{args.master}/swarm", {
+        "user_count": str(args.users), "spawn_rate": str(args.users), "run_time": f"{int(seconds)}s",
+        "event_rate": str(args.rate), "bad_share": str(args.bad_share),
+    })
+    print(f"swarm started: {args.rate:,.0f} events/s for {int(seconds)} s over the master's workers")
+    deadline = time.monotonic() + seconds + 30
+    stats: dict = {}
+    while time.monotonic() < deadline:
+        time.sleep(5)
+        stats = _get(f"{args.master}/stats/requests")
+        print(f"  {stats.get('state')}: {stats.get('total_rps', 0):,.0f} events/s, "
+              f"{stats.get('user_count', 0)} users, {stats.get('worker_count', 0)} workers")
+        if stats.get("state") in ("stopped", "ready"):
+            break
+    total = next((s for s in stats.get("stats", []) if s.get("name") == "Aggregated"), {})
+    print(f"delivered {total.get('num_requests', 0) - total.get('num_failures', 0):,} events, "
+          f"{total.get('num_failures', 0):,} failed")
+
+
+if __name__ == "__main__":
+    main()
