@@ -175,6 +175,7 @@ class MetricsSettings(BaseModel):
     loadgen_port: Port = 19103
     probe_port: Port = 19104
     aggregate_port: Port = 19105
+    maintenance_port: Port = 19106
     probe_interval_seconds: float = Field(5.0, gt=0, description="How often the freshness probe reads the tables.")
 
     def exporters(self) -> dict[str, int]:
@@ -184,6 +185,7 @@ class MetricsSettings(BaseModel):
             "loadgen": self.loadgen_port,
             "freshness-probe": self.probe_port,
             "aggregate": self.aggregate_port,
+            "maintenance": self.maintenance_port,
         }
 
 
@@ -210,6 +212,27 @@ class PipelineSettings(BaseModel):
     checkpoint_dir: Path | None = Field(None, description="Spark streaming checkpoints (default <run_dir>/checkpoints).")
 
 
+class MaintenanceSettings(BaseModel):
+    """When `lakehouse run maintain` compacts, rewrites and expires (Iceberg's procedures do the work)."""
+
+    interval_seconds: float = Field(60.0, gt=0, description="Seconds between maintenance passes over the tables.")
+    target_file_mb: int = Field(64, ge=1, description="Size compaction aims for.")
+    small_file_mb: float = Field(8.0, gt=0, description="Data files below this count as small.")
+    compact_small_files: int = Field(
+        16, ge=2, description="Compact a table once one of its partitions holds this many small data files.")
+    delete_files_threshold: int = Field(
+        8, ge=1, description="Rewrite delete files (apply them to data) once a table holds this many.")
+    manifests_threshold: int = Field(24, ge=2, description="Rewrite manifests once a snapshot has this many.")
+    snapshot_retention_minutes: float = Field(
+        60.0, gt=0, description="Snapshots older than this are expired (time travel reaches this far back).")
+    retain_last_snapshots: int = Field(10, ge=1, description="Snapshots always kept, however old.")
+    orphan_older_than_hours: float = Field(
+        24.0, ge=0, description="Unreferenced files younger than this are never removed (a writer may be "
+                                "about to commit them).")
+    orphan_interval_minutes: float = Field(60.0, gt=0, description="How often orphan files are looked for.")
+    commit_retries: int = Field(4, ge=0, description="Retries of a maintenance commit that lost a race.")
+
+
 class Settings(BaseSettings):
     """All settings of the lakehouse. Environment: ``LAKEHOUSE_<SECTION>__<FIELD>``."""
 
@@ -229,6 +252,7 @@ class Settings(BaseSettings):
     catalog: CatalogSettings = CatalogSettings()
     metrics: MetricsSettings = MetricsSettings()
     pipeline: PipelineSettings = PipelineSettings()
+    maintenance: MaintenanceSettings = MaintenanceSettings()
 
     @model_validator(mode="after")
     def _ports_unique(self) -> "Settings":

@@ -25,8 +25,10 @@ def job_factories() -> dict[str, JobFactory]:
     from pipeline.aggregates.live import LiveAggregates
     from pipeline.cdc.apply import DimensionApplyJob
     from pipeline.clicks.job import ClickIngestJob
+    from pipeline.maintenance.job import MaintenanceJob
 
-    return {"clicks": ClickIngestJob, "dims": DimensionApplyJob, "aggregate": LiveAggregates}
+    return {"clicks": ClickIngestJob, "dims": DimensionApplyJob, "aggregate": LiveAggregates,
+            "maintain": MaintenanceJob}
 
 
 def run_job(job, settings: Settings, stop: threading.Event, trigger: float | None = None,
@@ -35,7 +37,11 @@ def run_job(job, settings: Settings, stop: threading.Event, trigger: float | Non
     if hasattr(job, "run_until"):
         job.run_until(stop)
     else:
-        run_loop(job, trigger or settings.pipeline.trigger_seconds, stop, max_batches=max_batches)
+        run_loop(job, trigger or _default_trigger(job, settings), stop, max_batches=max_batches)
+
+
+def _default_trigger(job, settings: Settings) -> float:
+    return settings.maintenance.interval_seconds if job.name == "maintain" else settings.pipeline.trigger_seconds
 
 
 def run_jobs(spark, settings: Settings, names: list[str], stop: threading.Event) -> None:

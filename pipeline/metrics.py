@@ -42,6 +42,16 @@ AGGREGATE_REBUILDS = Counter("lakehouse_aggregate_rebuilds_total",
                              "Times the live aggregates were recomputed because their position was expired.")
 STALE_LOCKS_RELEASED = Counter("lakehouse_metastore_stale_locks_released_total",
                                "Table locks freed because their writer stopped heartbeating (it died).", ["table"])
+MAINTENANCE_RUNS = Counter("lakehouse_maintenance_runs_total", "Maintenance actions run, by outcome (done, "
+                           "conflict, failed).", ["table", "action", "outcome"])
+MAINTENANCE_SECONDS = Histogram("lakehouse_maintenance_duration_seconds", "Wall time of one maintenance action.",
+                                ["action"], buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600))
+MAINTENANCE_FILES = Counter("lakehouse_maintenance_files_rewritten_total", "Files replaced by compaction or "
+                            "delete/manifest rewrites (input side).", ["table", "action"])
+MAINTENANCE_BYTES = Counter("lakehouse_maintenance_bytes_rewritten_total", "Bytes read by compaction.", ["table"])
+MAINTENANCE_EXPIRED = Counter("lakehouse_maintenance_snapshots_expired_total", "Snapshots expired.", ["table"])
+MAINTENANCE_ORPHANS = Counter("lakehouse_maintenance_orphan_files_removed_total", "Unreferenced files removed.",
+                              ["table"])
 OFFSETS_EXPIRED = Counter("lakehouse_kafka_offsets_expired_total",
                           "Times committed offsets were outside the broker's retained range.", ["topic", "partition"])
 

@@ -52,7 +52,7 @@ def _run_single(name: str, trigger: float | None, max_batches: int | None, log_l
     from pipeline.spark_session import build_session
 
     def port_of(m):
-        return m.aggregate_port if name == "aggregate" else m.pipeline_port
+        return {"aggregate": m.aggregate_port, "maintain": m.maintenance_port}.get(name, m.pipeline_port)
 
     settings, stop = _service(log_level, port_of)
     spark = build_session(settings, f"lakehouse-{name}")
@@ -89,6 +89,22 @@ def pipeline(
         run_jobs(spark, settings, names, stop)
     finally:
         spark.stop()
+
+
+@app.command()
+def maintain(
+    interval: Annotated[float | None, typer.Option(
+        help="Seconds between passes (default LAKEHOUSE_MAINTENANCE__INTERVAL_SECONDS).")] = None,
+    passes: Annotated[int | None, typer.Option(help="Stop after this many passes that changed something.")] = None,
+    log_level: Annotated[str, typer.Option(help="Python log level.")] = "info",
+) -> None:
+    """Keep every table fast to read while the streaming writers run.
+
+    Each pass reads each table's metadata and, on thresholds from settings (LAKEHOUSE_MAINTENANCE__*), compacts small files (sorted by the click table's sort order), folds delete files into data, rewrites manifests, expires old snapshots (never a writer's newest progress snapshot) and removes orphan files older than a safety margin.
+
+    Commits that lose a race with a writer are retried, then left for the next pass: a streaming commit is never lost or duplicated.
+    """
+    _run_single("maintain", interval, passes, log_level)
 
 
 @app.command()

@@ -1,0 +1,1 @@
+"""Continuous table maintenance: the project decides when and on what; Iceberg's procedures do the work."""

@@ -1,0 +1,137 @@
+"""The maintenance actions, each one Iceberg Spark procedure, and the rule for each.
+
+Every action is safe next to the streaming writers: Iceberg validates a maintenance
+commit against whatever committed meanwhile and refuses it on a real conflict (it never
+overwrites a streaming commit); we retry a refused commit a few times with backoff and
+otherwise leave it to the next pass. Expiry never removes the newest snapshot that
+carries a writer's progress marker (Kafka offsets, stream progress).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from lakehouse.settings import MaintenanceSettings
+from pipeline.maintenance.health import TableHealth
+
+log = logging.getLogger(__name__)
+
+CONFLICT_MARKERS = ("CommitFailedException", "ValidationException", "Cannot commit", "conflicting files",
+                    "CommitStateUnknownException", "found new delete", "Found conflicting")
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """A lost race with another commit (retry later), as opposed to a real failure."""
+    text = f"{type(exc).__name__}: {exc}"
+    return any(marker in text for marker in CONFLICT_MARKERS)
+
+
+@dataclass
+class ActionResult:
+    action: str
+    files_rewritten: int = 0
+    bytes_rewritten: int = 0
+    snapshots_expired: int = 0
+    orphans_removed: int = 0
+
+
+class Actions:
+    """Runs the procedures for one catalog; ``call`` retries a commit that lost a race."""
+
+    def __init__(self, spark, catalog: str, settings: MaintenanceSettings):
+        self.spark, self.catalog, self.settings = spark, catalog, settings
+
+    def call(self, procedure: str, **args: str) -> list:
+        arguments = ", ".join(f"{k} => {v}" for k, v in args.items())
+        statement = f"CALL {self.catalog}.system.{procedure}({arguments})"
+        for attempt in Retrying(retry=retry_if_exception(is_conflict), reraise=True,
+                                stop=stop_after_attempt(self.settings.commit_retries + 1),
+                                wait=wait_exponential(multiplier=0.5, max=10)):
+            with attempt:
+                return self.spark.sql(statement).collect()
+        return []  # unreachable: Retrying either returns or raises
+
+    @staticmethod
+    def _name(table: str) -> str:
+        return "'" + table.split(".", 1)[1] + "'"  # the procedures take namespace.table
+
+    def compact(self, table: str, sort: bool) -> ActionResult:
+        """Bin-pack small files (sorted by the table's sort order when ``sort``) into target-size files."""
+        target = self.settings.target_file_mb * 1024 * 1024
+        options = {"min-input-files": "2", "target-file-size-bytes": str(target),
+                   "partial-progress.enabled": "true", "partial-progress.max-commits": "10"}
+        rows = self.call("rewrite_data_files", table=self._name(table),
+                         strategy="'sort'" if sort else "'binpack'", options=_map(options))
+        row = rows[0] if rows else None
+        return ActionResult("compact", files_rewritten=row.rewritten_data_files_count if row else 0,
+                            bytes_rewritten=row.rewritten_bytes_count if row else 0)
+
+    def apply_deletes(self, table: str) -> ActionResult:
+        """Fold delete files into the data they delete from, then compact what position deletes remain."""
+        rows = self.call("rewrite_data_files", table=self._name(table), strategy="'binpack'",
+                         options=_map({"delete-file-threshold": "1", "min-input-files": "1",
+                                       "remove-dangling-deletes": "true"}))
+        done = rows[0].rewritten_data_files_count if rows else 0
+        rest = self.call("rewrite_position_delete_files", table=self._name(table),
+                         options=_map({"rewrite-all": "true"}))
+        return ActionResult("apply_deletes", files_rewritten=done + (rest[0].rewritten_delete_files_count if rest else 0))
+
+    def rewrite_manifests(self, table: str) -> ActionResult:
+        rows = self.call("rewrite_manifests", table=self._name(table))
+        return ActionResult("rewrite_manifests", files_rewritten=rows[0].rewritten_manifests_count if rows else 0)
+
+    def expire(self, table: str, health: TableHealth, now_ms: int) -> ActionResult:
+        """Expire snapshots older than the retention, never a writer's newest progress snapshot."""
+        cutoff = now_ms - int(self.settings.snapshot_retention_minutes * 60_000)
+        if health.markers:
+            cutoff = min(cutoff, *health.markers.values())
+        before = health.snapshots
+        self.call("expire_snapshots", table=self._name(table), older_than=_timestamp(cutoff),
+                  retain_last=str(self.settings.retain_last_snapshots))
+        after = self.spark.sql(f"SELECT count(*) AS n FROM {table}.snapshots").first().n
+        return ActionResult("expire", snapshots_expired=max(0, before - after))
+
+    def remove_orphans(self, table: str, now_ms: int) -> ActionResult:
+        """Delete files no retained snapshot references and that are older than the safety margin.
+
+        Through Iceberg's action API rather than the procedure, which refuses margins under
+        24 h: the margin is a setting (default 24 h) so tests and quiet tables can use less.
+        """
+        cutoff = now_ms - int(self.settings.orphan_older_than_hours * 3_600_000)
+        jvm, session = self.spark._jvm, self.spark._jsparkSession
+        iceberg_table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(session, table)
+        result = (jvm.org.apache.iceberg.spark.actions.SparkActions.get(session).deleteOrphanFiles(iceberg_table)
+                  .olderThan(cutoff).usePrefixListing(True).execute())
+        return ActionResult("remove_orphans", orphans_removed=sum(1 for _ in result.orphanFileLocations()))
+
+
+def _map(options: dict[str, str]) -> str:
+    return "map(" + ", ".join(f"'{k}', '{v}'" for k, v in options.items()) + ")"
+
+
+def _timestamp(epoch_ms: int) -> str:
+    """A TIMESTAMP literal in UTC (the session time zone of every lakehouse Spark session)."""
+    seconds, millis = divmod(epoch_ms, 1000)
+    return f"TIMESTAMP '{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(seconds))}.{millis:03d}'"
+
+
+def planned(health: TableHealth, settings: MaintenanceSettings, now_ms: int, orphans_due: bool) -> list[str]:
+    """Which actions a table needs now, in the order they should run."""
+    actions = []
+    if health.delete_files >= settings.delete_files_threshold:
+        actions.append("apply_deletes")
+    if health.small_files_worst_partition >= settings.compact_small_files:
+        actions.append("compact")
+    if health.manifests >= settings.manifests_threshold:
+        actions.append("rewrite_manifests")
+    retention_ms = settings.snapshot_retention_minutes * 60_000
+    if (health.snapshots > settings.retain_last_snapshots and health.oldest_snapshot_ms is not None
+            and now_ms - health.oldest_snapshot_ms > retention_ms):
+        actions.append("expire")
+    if orphans_due:
+        actions.append("remove_orphans")
+    return actions

@@ -1,0 +1,94 @@
+"""`lakehouse run maintain`: a pass over every lakehouse table each ``interval_seconds``.
+
+It is a job like the ingestion jobs (``run_once``), so it runs in the same loop (backoff
+when the object store or metastore is away, stale-lock clean-up, Ctrl-C after the pass)
+and can share a Spark application with them (`lakehouse run pipeline --jobs
+clicks,dims,maintain`) or run alone (its own SparkApplication / schedule in Kubernetes).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from lakehouse.settings import Settings
+from pipeline import metrics
+from pipeline.maintenance.actions import Actions, ActionResult, is_conflict, planned
+from pipeline.maintenance.health import read_health
+
+log = logging.getLogger(__name__)
+
+
+def managed_tables(settings: Settings) -> list[str]:
+    c = settings.catalog
+    names = (c.clicks_table, c.dead_letter_table, c.products_table, c.members_table,
+             c.product_views_table, c.member_activity_table, c.daily_users_table)
+    return [f"{c.name}.{t}" for t in names]
+
+
+class MaintenanceJob:
+    name = "maintain"
+
+    def __init__(self, spark, settings: Settings):
+        self.spark, self.settings = spark, settings
+        self.tables = managed_tables(settings)
+        self.actions = Actions(spark, settings.catalog.name, settings.maintenance)
+        self.clicks = f"{settings.catalog.name}.{settings.catalog.clicks_table}"
+        self._orphans_last: dict[str, float] = {}
+        self.results: list[tuple[str, ActionResult]] = []  # the last pass, for tests and the soak report
+
+    def recover(self) -> None:
+        """Nothing to re-read: every pass starts from the tables' current metadata."""
+
+    def close(self) -> None:
+        """No resources of its own (the Spark session belongs to the caller)."""
+
+    def run_once(self) -> int:
+        """One pass; returns the number of actions that committed something."""
+        m = self.settings.maintenance
+        self.results = []
+        done, errors = 0, []
+        for table in self.tables:
+            if not self.spark.catalog.tableExists(table):
+                continue
+            now_ms = int(time.time() * 1000)
+            due = time.monotonic() - self._orphans_last.get(table, float("-inf")) >= m.orphan_interval_minutes * 60
+            health = read_health(self.spark, table, int(m.small_file_mb * 1024 * 1024))
+            for action in planned(health, m, now_ms, due):
+                try:
+                    result = self._run(table, action, health, now_ms)
+                except Exception as exc:  # noqa: BLE001 - one table's trouble must not stop the others
+                    outcome = "conflict" if is_conflict(exc) else "failed"
+                    metrics.MAINTENANCE_RUNS.labels(table, action, outcome).inc()
+                    log.warning("maintenance %s on %s: %s (%s)", action, table, outcome, str(exc).splitlines()[0])
+                    if outcome == "failed":
+                        errors.append(exc)
+                    continue
+                if action == "remove_orphans":
+                    self._orphans_last[table] = time.monotonic()
+                metrics.MAINTENANCE_RUNS.labels(table, action, "done").inc()
+                self.results.append((table, result))
+                done += 1
+        if errors and not done:
+            raise errors[-1]  # nothing worked: let the loop back off (object store or metastore away)
+        return done
+
+    def _run(self, table: str, action: str, health, now_ms: int) -> ActionResult:
+        began = time.monotonic()
+        if action == "compact":
+            result = self.actions.compact(table, sort=table == self.clicks)
+        elif action == "apply_deletes":
+            result = self.actions.apply_deletes(table)
+        elif action == "rewrite_manifests":
+            result = self.actions.rewrite_manifests(table)
+        elif action == "expire":
+            result = self.actions.expire(table, health, now_ms)
+        else:
+            result = self.actions.remove_orphans(table, now_ms)
+        metrics.MAINTENANCE_SECONDS.labels(action).observe(time.monotonic() - began)
+        metrics.MAINTENANCE_FILES.labels(table, action).inc(result.files_rewritten)
+        metrics.MAINTENANCE_BYTES.labels(table).inc(result.bytes_rewritten)
+        metrics.MAINTENANCE_EXPIRED.labels(table).inc(result.snapshots_expired)
+        metrics.MAINTENANCE_ORPHANS.labels(table).inc(result.orphans_removed)
+        log.info("maintenance %s on %s: %s", action, table, result)
+        return result
