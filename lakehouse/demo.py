@@ -93,14 +93,9 @@ class _Jobs:
 
 
 def _topic_end(settings: Settings) -> int:
-    """Records in the click topic so far (sum of high watermarks): what really reached Kafka."""
-    from pipeline.kafka_source.planner import Planner
+    from pipeline.kafka_source.planner import records_in_topic
 
-    planner = Planner(settings.kafka.bootstrap, [settings.kafka.clicks_topic], 1)
-    try:
-        return sum(m.high for m in planner.watermarks({p: 0 for p in planner.partitions()}).values())
-    finally:
-        planner.close()
+    return records_in_topic(settings.kafka.bootstrap, settings.kafka.clicks_topic)
 
 
 def _aggregates_caught_up(engine, expected_views: int) -> bool:

@@ -149,8 +149,8 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
     job.close()
     progress(f"pipeline committed {committed:,} of {produced:,}; measuring freshness and the raw ceiling")
     p50, p95, p99 = freshness_quantiles(spark, s.catalog.clicks_table, since_ms)
-    count = REGISTRY.get_sample_value("lakehouse_pipeline_batch_duration_seconds_count", {"job": "clicks"}) or 0
-    total = REGISTRY.get_sample_value("lakehouse_pipeline_batch_duration_seconds_sum", {"job": "clicks"}) or 0
+    count = REGISTRY.get_sample_value("lakehouse_pipeline_batch_duration_seconds_count", {"pipeline": "clicks"}) or 0
+    total = REGISTRY.get_sample_value("lakehouse_pipeline_batch_duration_seconds_sum", {"pipeline": "clicks"}) or 0
     mean = total / count if count else float("nan")
     spark.stop()
     ceiling = raw_ceiling(s, s.kafka.clicks_topic, partitions, out_dir)

@@ -76,6 +76,13 @@ DASHBOARDS: dict[str, tuple[str, list[PanelSpec]]] = {
         PanelSpec("Delete files", "short", (q("lakehouse_table_delete_files", "{{table}}"),)),
         PanelSpec("Snapshots", "short", (q("lakehouse_table_snapshots", "{{table}}"),)),
         PanelSpec("Records", "short", (q("lakehouse_table_records", "{{table}}"),)),
+        PanelSpec("Maintenance actions", "ops", (
+            q("sum by (action, outcome) (rate(lakehouse_maintenance_runs_total[5m]))",
+              "{{action}} {{outcome}}"),)),
+        PanelSpec("Files rewritten and snapshots expired", "short", (
+            q("sum by (action) (increase(lakehouse_maintenance_files_rewritten_total[5m]))", "files: {{action}}"),
+            q("sum(increase(lakehouse_maintenance_snapshots_expired_total[5m]))", "snapshots expired"),
+            q("sum(increase(lakehouse_maintenance_orphan_files_removed_total[5m]))", "orphans removed"))),
     ]),
 }
 

@@ -63,7 +63,7 @@ for d in hive-metastore trino-coordinator trino-worker; do
 step "pipeline, CDC, observability, load generator"
 for d in cdc-capture freshness-probe prometheus grafana locust-master locust-worker; do
   "${kubectl[@]}" -n "$ns" rollout status "deployment/$d" --timeout=600s; done
-for app in dims clicks aggregates; do
+for app in dims clicks aggregates maintenance; do
   echo "waiting for SparkApplication $app to run"
   "${kubectl[@]}" -n "$ns" wait --for=jsonpath='{.status.applicationState.state}'=RUNNING \
     "sparkapplication/$app" --timeout=600s

@@ -131,3 +131,55 @@ def broker(messages: Annotated[int, typer.Option(help="Messages per engine (abou
     _print_figures(f"local broker, {messages:,} messages of ~200 bytes, batched producer",
                    [(f"{f.engine}: produce / consume msg/s", f"{f.produce_per_s:,.0f} / {f.consume_per_s:,.0f}")
                     for f in figures])
+
+
+@app.command()
+def soak(
+    rate: Annotated[float, typer.Option(help="ClickEvents per second, steady.")] = 2000,
+    duration: Annotated[str, typer.Option(help="How long: 600, 10m, 1h, 1h30m.")] = "1h",
+    every: Annotated[str, typer.Option(help="Sampling interval: 60s, 5m.")] = "5m",
+    drift: Annotated[float, typer.Option(help="Allowed query-latency drift, first sample to last (0.10 = 10 %).")]
+    = 0.10,
+    maintenance: Annotated[bool, typer.Option(help="Run the maintenance service (--no-maintenance: the baseline "
+                                                   "to compare freshness and file counts with).")] = True,
+) -> None:
+    """Hours of steady load with maintenance on: do files, metadata, query latency and freshness stay flat?
+
+    Samples every EVERY: live data files in the fullest day-partition, delete files,
+    snapshots, manifest bytes, the soak queries' latency on DuckDB, freshness p95. At the
+    end checks every produced event is in the table exactly once. Writes soak.csv and
+    soak.png under results/; exits 1 when a goal is missed.
+    """
+    from loadgen.run import parse_duration
+    from lakehouse.soak import MAX_FILES_PER_PARTITION, run_soak
+    from pipeline.metrics import serve
+
+    settings = settings_or_exit()
+    out = REPO_ROOT / "results" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        seconds, interval = parse_duration(duration), parse_duration(every)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    began = time.monotonic()
+    with friendly_errors():
+        serve(settings.metrics.host, settings.metrics.pipeline_port)
+        result = run_soak(settings, rate, seconds, interval, out, drift, progress=console.log,
+                          maintenance=maintenance)
+    first, last = result.samples[0], result.samples[-1]
+    _print_figures(f"soak: {rate:,.0f} events/s for {seconds / 60:.0f} min, maintenance {'on' if maintenance else 'OFF'}", [
+        ("events produced", f"{result.produced:,}"),
+        ("rows + dead letters committed", f"{result.rows + result.dead_letters:,}"),
+        ("duplicated events", f"{result.rows - result.distinct_ids:,}"),
+        ("max live data files per day-partition", f"{max(s.data_files_max_partition for s in result.samples)} "
+                                                   f"(goal <= {MAX_FILES_PER_PARTITION})"),
+        ("snapshots first / last", f"{first.snapshots} / {last.snapshots}"),
+        ("manifest KiB first / last", f"{first.manifest_bytes / 1024:,.0f} / {last.manifest_bytes / 1024:,.0f}"),
+        ("query ms first / last (drift)", f"{first.query_ms:,.0f} / {last.query_ms:,.0f} ({result.drift:+.0%})"),
+        ("freshness p95 s first / last", f"{first.freshness_p95_s} / {last.freshness_p95_s}"),
+    ])
+    console.print(f"samples: {out / 'soak.csv'}, plot: {out / 'soak.png'}")
+    _report(settings, out, time.monotonic() - began)
+    for failure in result.failures:
+        console.print(f"[red]goal missed:[/] {failure}")
+    if result.failures:
+        raise typer.Exit(1)

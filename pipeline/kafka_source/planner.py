@@ -129,3 +129,12 @@ class Planner:
             raise OffsetsExpiredError(what + ". Set LAKEHOUSE_PIPELINE__ON_OFFSETS_EXPIRED=earliest to continue.")
         log.error("%s; continuing from the earliest retained offset %s as configured", what, wm.low)
         return wm.low
+
+
+def records_in_topic(bootstrap: str, topic: str) -> int:
+    """Records a topic holds so far (sum of its partitions' high watermarks): what really reached Kafka."""
+    planner = Planner(bootstrap, [topic], 1)
+    try:
+        return sum(m.high for m in planner.watermarks({p: 0 for p in planner.partitions()}).values())
+    finally:
+        planner.close()

@@ -16,8 +16,10 @@ import pytest
 
 from deploy.local.services.object_store import s3_client
 from pipeline.clicks.job import ClickIngestJob
+from pipeline.kafka_source.offsets import OFFSETS_PROPERTY
 from pipeline.maintenance.job import MaintenanceJob
 from pipeline.runner import run_loop
+from pipeline.snapshot_properties import latest_property
 from tests.pipeline.aggregate_support import append_clicks, click_rows
 from tests.pipeline.test_aggregates import Running, matches, wait_until
 from tests.pipeline.test_click_faults import event_ids
@@ -38,7 +40,7 @@ def qualified(settings, table: str) -> str:
 
 
 def test_maintenance_next_to_the_click_pipeline_keeps_every_event_exactly_once(spark, click_settings, producer):
-    s = eager(click_settings)
+    s = eager(click_settings, retain_last_snapshots=1)  # nothing but the progress rule keeps a writer's snapshot
     s.pipeline.trigger_seconds = 0.5
     table = s.catalog.clicks_table
     stop = threading.Event()
@@ -65,7 +67,16 @@ def test_maintenance_next_to_the_click_pipeline_keeps_every_event_exactly_once(s
     assert len(ids) == len(set(ids)) == len(producer.sent.valid)  # nothing duplicated
     assert set(ids) == set(producer.sent.valid)  # nothing lost
 
-    # Expiry kept the writers' progress: a restarted writer neither re-reads nor skips.
+    # Now maintenance alone: its own commits become the newest snapshots and expiry runs
+    # past the writers' last commits. Their progress snapshots must survive it.
+    for _ in range(2):
+        time.sleep(1.5)  # older than the retention
+        maintenance.run_once()
+    newest = spark.sql(f"SELECT operation FROM {qualified(s, table)}.snapshots ORDER BY committed_at DESC LIMIT 1")
+    assert newest.first().operation == "replace"  # a maintenance snapshot, no offsets in it
+    assert latest_property(spark, table, OFFSETS_PROPERTY) is not None
+
+    # A restarted writer neither re-reads nor skips.
     producer.send(200)
     again = ClickIngestJob(spark, s)
     try:

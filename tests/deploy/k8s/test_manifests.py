@@ -46,7 +46,7 @@ def test_overlay_renders_the_whole_system(docs):
     kinds = {d["kind"] for d in docs}
     assert {"Namespace", "Kafka", "KafkaNodePool", "KafkaTopic", "StatefulSet", "Deployment", "Job", "Service",
             "SparkApplication", "ScheduledSparkApplication", "NetworkPolicy", "Secret", "ConfigMap"} <= kinds
-    assert {d["metadata"]["name"] for d in by_kind(docs, "SparkApplication")} == {"clicks", "dims", "aggregates"}
+    assert {d["metadata"]["name"] for d in by_kind(docs, "SparkApplication")} == {"clicks", "dims", "aggregates", "maintenance"}
     assert {d["spec"]["topicName"] for d in by_kind(docs, "KafkaTopic")} == set(cluster_settings().topics())
     assert all(d["metadata"].get("namespace") == "lakehouse" for d in docs if d["kind"] != "Namespace")
     deny = named(docs, "NetworkPolicy", "default-deny")

@@ -1,0 +1,225 @@
+"""`make soak`: hours of steady load with maintenance on, and proof the tables stay fast.
+
+One Spark application runs the click ingestion and the maintenance service (FAIR pools)
+on a soak topic and tables of their own while a producer process writes at a fixed rate.
+Every ``every`` seconds the soak samples what makes a table slow to read: live data files
+in the fullest day-partition, delete files, snapshots, manifest bytes, the latency of a
+fixed set of queries (DuckDB, as a reader outside Spark sees the table) and the
+freshness p95 of that window. At the end every produced event must be in the table
+exactly once (by eventId) and the goals are checked:
+
+- live data files per day-partition <= 64 at every sample;
+- query latency drift (median of the last third of samples vs the first third) <= ``latency_drift``;
+- zero lost, zero duplicated events.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from lakehouse.settings import Settings
+
+#: Reader queries over a fixed volume (the last minute of events at a steady rate), so a change in their
+#: latency shows planning and file overhead - what maintenance controls - not a growing table.
+SOAK_QUERIES = {
+    "views by product, last minute": "SELECT productId, count(*) AS views FROM {clicks} "
+                                     "WHERE event_time >= current_timestamp - INTERVAL '1' MINUTE GROUP BY productId",
+    "one product, last minute": "SELECT uid, event_time, product_price FROM {clicks} "
+                                "WHERE productId = '3' AND event_time >= current_timestamp - INTERVAL '1' MINUTE",
+    "members, last minute": "SELECT member_level, count(DISTINCT uid) AS users FROM {clicks} "
+                            "WHERE event_time >= current_timestamp - INTERVAL '1' MINUTE GROUP BY member_level",
+}
+MAX_FILES_PER_PARTITION = 64
+
+
+@dataclass
+class Sample:
+    elapsed_s: float
+    committed: int
+    data_files_max_partition: int
+    data_files: int
+    delete_files: int
+    snapshots: int
+    manifest_bytes: int
+    query_ms: float  # median over the soak queries, each the best of three runs
+    freshness_p95_s: float
+
+
+@dataclass
+class SoakResult:
+    samples: list[Sample]
+    produced: int
+    rows: int
+    distinct_ids: int
+    dead_letters: int
+    out_dir: Path
+    latency_drift_limit: float
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def drift(self) -> float:
+        """Median query latency of the last third of the samples vs the first third (with data)."""
+        with_data = [x.query_ms for x in self.samples if x.committed > 0]
+        if len(with_data) < 2:
+            return 0.0
+        k = max(1, len(with_data) // 3)
+        first, last = statistics.median(with_data[:k]), statistics.median(with_data[-k:])
+        return (last - first) / first if first else 0.0
+
+
+def soak_settings(settings: Settings, tag: str) -> Settings:
+    s = settings.model_copy(deep=True)
+    s.kafka.clicks_topic = f"soak_{tag}"
+    s.catalog.clicks_table = f"soak.clickevent_{tag}"
+    s.catalog.dead_letter_table = f"soak.dead_letter_{tag}"
+    return s
+
+
+def _shape(spark, table: str) -> tuple[int, int, int, int, int]:
+    row = spark.sql(
+        f"SELECT (SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM {table}.data_files GROUP BY partition)) "
+        f"AS worst, (SELECT count(*) FROM {table}.data_files) AS files, "
+        f"(SELECT count(*) FROM {table}.delete_files) AS deletes, (SELECT count(*) FROM {table}.snapshots) AS snaps, "
+        f"(SELECT coalesce(sum(length), 0) FROM {table}.manifests) AS manifest_bytes").first()
+    return row.worst, row.files, row.deletes, row.snaps, row.manifest_bytes
+
+
+def _query_ms(engine) -> float:
+    times = []
+    for template in SOAK_QUERIES.values():
+        best = float("inf")
+        for _ in range(3):
+            began = time.perf_counter()
+            engine.run(template)
+            best = min(best, (time.perf_counter() - began) * 1000)
+        times.append(best)
+    return statistics.median(times)
+
+
+def run_soak(settings: Settings, rate: float, duration: float, every: float, out_dir: Path,
+             latency_drift: float = 0.10, progress=print, maintenance: bool = True, spark=None) -> SoakResult:
+    """Run the soak; ``spark``: an existing session to use (and leave running), else one of its own."""
+    from confluent_kafka.admin import NewTopic
+
+    from deploy.local.services.broker import admin_client
+    from pipeline.app import run_jobs
+    from pipeline.benchmark import freshness_quantiles
+    from pipeline.clicks.job import ClickIngestJob
+    from pipeline.kafka_source.planner import records_in_topic
+    from pipeline.spark_session import build_session
+    from queries.duckdb_engine import DuckDBEngine
+
+    s = soak_settings(settings, time.strftime("%Y%m%d%H%M%S"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    admin = admin_client(s)
+    admin.create_topics([NewTopic(s.kafka.clicks_topic, s.kafka.clicks_partitions, 1)])[s.kafka.clicks_topic].result()
+    own_session = spark is None
+    spark = spark or build_session(s, "lakehouse-soak")
+    ClickIngestJob(spark, s).close()  # creates the tables before the first sample
+    table = f"{s.catalog.name}.{s.catalog.clicks_table}"
+    stop = threading.Event()
+    jobs = threading.Thread(target=run_jobs, args=(spark, s, ["clicks", "maintain"] if maintenance else ["clicks"], stop), daemon=True)
+    jobs.start()
+    producer = subprocess.Popen(
+        [sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate), "--duration", str(duration),
+         "--bad-share", "0.01", "--topic", s.kafka.clicks_topic],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**_env(s)})
+    engine = DuckDBEngine(s)
+    samples: list[Sample] = []
+    began = time.monotonic()
+    window_ms = int(time.time() * 1000)
+    progress(f"soak: {rate:,.0f} events/s for {duration:.0f} s into {s.kafka.clicks_topic}, sample every {every:.0f} s")
+    try:
+        while True:
+            finished = producer.poll() is not None
+            time.sleep(0 if finished else min(every, max(0.0, duration - (time.monotonic() - began))) or every)
+            now_ms = int(time.time() * 1000)
+            worst, files, deletes, snaps, manifest_bytes = _shape(spark, table)
+            committed = spark.table(table).count()
+            sample = Sample(round(time.monotonic() - began, 1), committed, worst, files, deletes, snaps,
+                            manifest_bytes, round(_query_ms(engine), 1),
+                            round(freshness_quantiles(spark, s.catalog.clicks_table, window_ms)[1], 2))
+            window_ms = now_ms
+            samples.append(sample)
+            progress(f"  t={sample.elapsed_s:>6.0f}s rows={committed:>9,} files/partition={worst:>3} "
+                     f"deletes={deletes} snapshots={snaps:>3} manifests={manifest_bytes / 1024:,.0f} KiB "
+                     f"queries={sample.query_ms:,.0f} ms freshness p95={sample.freshness_p95_s} s")
+            if finished:
+                break
+        progress(producer.stdout.read().strip() if producer.stdout else "")
+        produced = records_in_topic(s.kafka.bootstrap, s.kafka.clicks_topic)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and _committed_total(spark, s) < produced:
+            time.sleep(2)
+    finally:
+        stop.set()
+        jobs.join(300)
+    rows, distinct = spark.sql(f"SELECT count(*) AS n, count(DISTINCT event_id) AS d FROM {table}").first()
+    dead = spark.table(s.catalog.dead_letter_table).count()
+    if own_session:
+        spark.stop()
+    result = SoakResult(samples, produced, rows, distinct, dead, out_dir, latency_drift)
+    result.failures = _goals(result)
+    _write(result)
+    return result
+
+
+def _env(s: Settings) -> dict[str, str]:
+    import os
+
+    return {**os.environ, "LAKEHOUSE_KAFKA__CLICKS_TOPIC": s.kafka.clicks_topic}
+
+
+def _committed_total(spark, s: Settings) -> int:
+    return (spark.table(s.catalog.clicks_table).count() + spark.table(s.catalog.dead_letter_table).count())
+
+
+def _goals(r: SoakResult) -> list[str]:
+    failures = []
+    worst = max(x.data_files_max_partition for x in r.samples)
+    if worst > MAX_FILES_PER_PARTITION:
+        failures.append(f"live data files per day-partition reached {worst} (goal <= {MAX_FILES_PER_PARTITION})")
+    if len(r.samples) >= 2 and r.drift > r.latency_drift_limit:
+        failures.append(f"query latency drifted {r.drift:+.0%} from the first sample to the last "
+                        f"(goal <= {r.latency_drift_limit:.0%})")
+    if r.rows + r.dead_letters != r.produced:
+        failures.append(f"{r.produced:,} produced but {r.rows:,} rows + {r.dead_letters:,} dead letters committed")
+    if r.rows != r.distinct_ids:
+        failures.append(f"{r.rows - r.distinct_ids:,} duplicated events")
+    return failures
+
+
+def _write(r: SoakResult) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with (r.out_dir / "soak.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(asdict(r.samples[0])))
+        writer.writeheader()
+        writer.writerows(asdict(x) for x in r.samples)
+    minutes = [x.elapsed_s / 60 for x in r.samples]
+    panels = [("Live data files, fullest day-partition", "files", [x.data_files_max_partition for x in r.samples]),
+              ("Snapshots retained", "snapshots", [x.snapshots for x in r.samples]),
+              ("Query latency (median of the soak queries, DuckDB)", "ms", [x.query_ms for x in r.samples]),
+              ("Freshness p95 per window", "seconds", [x.freshness_p95_s for x in r.samples])]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7), constrained_layout=True)
+    for ax, (title, unit, values) in zip(axes.flat, panels, strict=True):
+        ax.plot(minutes, values, marker="o")
+        ax.set_title(title)
+        ax.set_xlabel("minutes into the soak")
+        ax.set_ylabel(unit)
+        ax.grid(alpha=0.3)
+    axes.flat[0].axhline(MAX_FILES_PER_PARTITION, color="red", linestyle="--", label="goal")
+    axes.flat[0].legend()
+    fig.suptitle("Soak: the tables stay small and fast under steady load with maintenance on")
+    fig.savefig(r.out_dir / "soak.png", dpi=110)
+    plt.close(fig)
