@@ -74,26 +74,41 @@ def parse_changes(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch:
         where = f"{topics[i]}[{raw.column('partition')[i]}]@{raw.column('offset')[i]}"
         if value is None:
             raise EnvelopeError(f"{where}: tombstone (null value) not expected from the lakehouse capture")
-        try:
-            record = json.loads(value)
-            op, source = record["op"], record["source"]
-            image = record["after"] if op != "d" else record["before"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise EnvelopeError(f"{where}: not a Debezium envelope ({exc})") from None
-        if op not in env.OPS:
-            raise EnvelopeError(f"{where}: unknown op {op!r} (expected c, u, d, r)")
-        if image is None:
-            raise EnvelopeError(f"{where}: op {op!r} without its {'before' if op == 'd' else 'after'} image")
-        key = keys[topics[i]]
-        out["tbl"].append(source.get("table"))
-        out["op"].append(op)
-        out["pk"].append(str(image[key]))
-        out["order_key"].append(env.order_key(source))
-        out["source_ts_ms"].append(int(source["ts_ms"]))
-        out["after"].append(json.dumps(record["after"]) if op != "d" else None)
+        change = _change(value, keys[topics[i]], where)
+        for name, item in zip(("tbl", "op", "pk", "order_key", "source_ts_ms", "after"), change, strict=True):
+            out[name].append(item)
     arrays = [raw.column("topic"), raw.column("partition"), raw.column("offset")]
     arrays += [pa.array(out[n], type=CHANGE_SCHEMA.field(n).type) for n in CHANGE_SCHEMA.names[3:]]
     return pa.RecordBatch.from_arrays(arrays, schema=CHANGE_SCHEMA)
+
+
+def _change(value: bytes, key: str, where: str) -> tuple:
+    """(table, op, pk, order key, source ts, after JSON) of one envelope, or EnvelopeError saying what is wrong."""
+    try:
+        record = json.loads(value)
+    except ValueError as exc:
+        raise EnvelopeError(f"{where}: not JSON ({str(exc)[:120]})") from None
+    if not isinstance(record, dict):
+        raise EnvelopeError(f"{where}: not a Debezium envelope (a JSON {type(record).__name__})")
+    op, source = record.get("op"), record.get("source")
+    if not isinstance(op, str) or op not in env.OPS:
+        raise EnvelopeError(f"{where}: unknown op {op!r} (expected c, u, d, r)")
+    image = record.get("before") if op == "d" else record.get("after")
+    if not isinstance(image, dict):
+        raise EnvelopeError(f"{where}: op {op!r} without its {'before' if op == 'd' else 'after'} image")
+    if key not in image or image[key] is None:
+        raise EnvelopeError(f"{where}: the {'before' if op == 'd' else 'after'} image has no key column {key!r}")
+    ts = source.get("ts_ms") if isinstance(source, dict) else None
+    if not isinstance(ts, int) or isinstance(ts, bool) or not 0 <= ts < 2**63:
+        raise EnvelopeError(f"{where}: source block missing or without an integer ts_ms")
+    if not isinstance(source.get("table"), str):
+        raise EnvelopeError(f"{where}: source block without its table name")
+    try:
+        order = env.order_key(source)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise EnvelopeError(f"{where}: source block without its binlog position ({exc!r})") from None
+    return (source.get("table"), op, str(image[key]), order, source["ts_ms"],
+            json.dumps(record["after"]) if op != "d" else None)
 
 
 class DimensionApplyJob:

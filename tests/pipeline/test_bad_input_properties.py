@@ -1,0 +1,140 @@
+"""Property-based bad input (hypothesis): parsers classify everything and never raise out.
+
+- ClickEvent validation: arbitrary bytes and near-valid JSON are either a clean event or
+  a dead letter with a known reason, and the dead letter keeps the exact raw bytes;
+- CDC envelopes: anything the apply job cannot interpret stops it with EnvelopeError
+  naming the record (topic[partition]@offset), never another exception and never a row.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from loadgen.events import click_event, encode
+from pipeline.cdc.apply import EnvelopeError, parse_changes
+from pipeline.clicks.validate import Limits, classify, parse_batch
+from pipeline.kafka_source.fetch import RAW_SCHEMA
+
+NOW = int(time.time() * 1000)
+LIMITS = Limits()
+REASONS = {"malformed_json", "oversize", "missing_field", "wrong_type", "out_of_range"}
+FIELDS = ("eventId", "webpageId", "uid", "productId", "cookieId", "expendTime", "updateTime")
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=True) | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12)
+
+
+def check_classified(raw: bytes | None) -> None:
+    fields, reason = classify(raw, NOW, LIMITS)
+    assert (fields is None) != (reason is None)
+    if reason is not None:
+        assert reason.split(":")[0] in REASONS, reason  # "internal: ..." would be a parser bug
+    else:
+        assert isinstance(fields["uid"], str) and fields["uid"].strip() == fields["uid"]
+        assert isinstance(fields["webpageId"], int) and not isinstance(fields["webpageId"], bool)
+        assert NOW - LIMITS.max_age_ms <= fields["updateTime"] <= NOW + LIMITS.max_future_ms
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.binary(max_size=400) | st.none())
+def test_arbitrary_bytes_are_classified(raw):
+    check_classified(raw)
+
+
+@st.composite
+def near_valid_events(draw):
+    event = click_event(random.Random(draw(st.integers(0, 10**6))), now_ms=NOW)
+    for name in draw(st.lists(st.sampled_from(FIELDS), max_size=3, unique=True)):
+        action = draw(st.sampled_from(["drop", "replace", "stringify"]))
+        if action == "drop":
+            event.pop(name)
+        elif action == "replace":
+            event[name] = draw(json_values)
+        else:
+            event[name] = str(event[name])
+    if draw(st.booleans()):
+        event[draw(st.text(max_size=12))] = draw(json_values)
+    text = json.dumps(event, allow_nan=True)
+    cut = draw(st.integers(0, 3))
+    return text[:-cut].encode() if cut else text.encode()  # sometimes truncated mid-object
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(near_valid_events())
+def test_near_valid_events_are_classified(raw):
+    check_classified(raw)
+
+
+@settings(max_examples=50, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.lists(st.binary(max_size=200) | near_valid_events(), min_size=1, max_size=20))
+def test_dead_letters_keep_the_raw_bytes(values):
+    n = len(values)
+    raw = pa.RecordBatch.from_pydict(
+        {"topic": ["t"] * n, "partition": [0] * n, "offset": list(range(n)), "timestamp_ms": [NOW] * n,
+         "key": [None] * n, "value": values}, schema=RAW_SCHEMA)
+    parsed = parse_batch(raw, LIMITS, NOW)
+    assert parsed.column("value").to_pylist() == values
+    errors = parsed.column("error").to_pylist()
+    assert all(e is None or e.split(":")[0] in REASONS for e in errors)
+
+
+def _batch(values: list[bytes | None]) -> pa.RecordBatch:
+    n = len(values)
+    return pa.RecordBatch.from_pydict(
+        {"topic": ["cdc.shop.products"] * n, "partition": [0] * n, "offset": list(range(n)),
+         "timestamp_ms": [NOW] * n, "key": [None] * n, "value": values}, schema=RAW_SCHEMA)
+
+
+def _envelope(op="u", before=None, after=None, source=None) -> dict:
+    row = {"productId": "1", "name": "n", "description": "d", "product_price": "1.1000",
+           "update_time": "2026-11-21T10:00:00.000Z"}
+    return {"op": op, "before": before, "after": row if after is None else after, "ts_ms": NOW,
+            "source": source if source is not None else {"table": "products", "ts_ms": NOW, "file": "b.000001",
+                                                         "pos": 4, "row": 0, "server_id": 1}}
+
+
+@st.composite
+def broken_envelopes(draw):
+    record = _envelope()
+    mutation = draw(st.sampled_from(["op", "drop", "replace", "source", "image-key", "not-json"]))
+    if mutation == "op":
+        record["op"] = draw(json_values.filter(lambda v: v not in ("c", "u", "d", "r")))
+    elif mutation == "drop":
+        record.pop(draw(st.sampled_from(["op", "source", "after"])))
+    elif mutation == "replace":
+        record[draw(st.sampled_from(["after", "source"]))] = draw(json_values.filter(lambda v: not isinstance(v, dict)))
+    elif mutation == "source":
+        record["source"] = {k: v for k, v in record["source"].items() if k != draw(st.sampled_from(["ts_ms", "file"]))}
+        record["source"]["ts_ms"] = draw(st.sampled_from([None, "soon", NOW]))
+    elif mutation == "image-key":
+        record["after"] = {k: v for k, v in record["after"].items() if k != "productId"}
+    else:
+        return draw(st.binary(max_size=60).filter(lambda b: not b.strip().startswith(b"{")))
+    return json.dumps(record).encode()
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(broken_envelopes())
+def test_broken_envelopes_stop_with_a_clear_error(value):
+    keys = {"cdc.shop.products": "productId"}
+    try:
+        out = parse_changes(_batch([value]), keys)
+    except EnvelopeError as exc:
+        assert "cdc.shop.products[0]@0" in str(exc)
+        return
+    # Whatever parses must be a complete change (a mutation may leave a valid envelope).
+    row = out.to_pylist()[0]
+    assert row["op"] in ("c", "u", "d", "r") and row["pk"] and isinstance(row["source_ts_ms"], int)
+
+
+def test_valid_envelopes_parse():
+    keys = {"cdc.shop.products": "productId"}
+    out = parse_changes(_batch([json.dumps(_envelope()).encode()]), keys).to_pylist()
+    assert out[0]["pk"] == "1" and out[0]["op"] == "u"
