@@ -60,9 +60,15 @@ class Actions:
         return "'" + table.split(".", 1)[1] + "'"  # the procedures take namespace.table
 
     def compact(self, table: str, sort: bool) -> ActionResult:
-        """Bin-pack small files (sorted by the table's sort order when ``sort``) into target-size files."""
+        """Bin-pack small files (sorted by the table's sort order when ``sort``) into target-size files.
+
+        Only files below ``small_file_mb`` are rewritten: files an earlier pass already made
+        big stay put, so a day-partition is not re-sorted from scratch every pass (that work
+        would grow with the partition, all day long).
+        """
         target = self.settings.target_file_mb * 1024 * 1024
-        options = {"min-input-files": "2", "target-file-size-bytes": str(target),
+        small = int(self.settings.small_file_mb * 1024 * 1024)
+        options = {"min-input-files": "2", "target-file-size-bytes": str(target), "min-file-size-bytes": str(small),
                    "partial-progress.enabled": "true", "partial-progress.max-commits": "10"}
         rows = self.call("rewrite_data_files", table=self._name(table),
                          strategy="'sort'" if sort else "'binpack'", options=_map(options))
