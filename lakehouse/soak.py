@@ -74,14 +74,6 @@ class SoakResult:
         return (last - first) / first if first else 0.0
 
 
-def soak_settings(settings: Settings, tag: str) -> Settings:
-    s = settings.model_copy(deep=True)
-    s.kafka.clicks_topic = f"soak_{tag}"
-    s.catalog.clicks_table = f"soak.clickevent_{tag}"
-    s.catalog.dead_letter_table = f"soak.dead_letter_{tag}"
-    return s
-
-
 def _shape(spark, table: str) -> tuple[int, int, int, int, int]:
     row = spark.sql(
         f"SELECT (SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM {table}.data_files GROUP BY partition)) "
@@ -110,13 +102,13 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
 
     from deploy.local.services.broker import admin_client
     from pipeline.app import run_jobs
-    from pipeline.benchmark import freshness_quantiles
+    from pipeline.benchmark import bench_settings, freshness_quantiles
     from pipeline.clicks.job import ClickIngestJob
     from pipeline.kafka_source.planner import records_in_topic
     from pipeline.spark_session import build_session
     from queries.duckdb_engine import DuckDBEngine
 
-    s = soak_settings(settings, time.strftime("%Y%m%d%H%M%S"))
+    s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"), "soak")
     out_dir.mkdir(parents=True, exist_ok=True)
     admin = admin_client(s)
     admin.create_topics([NewTopic(s.kafka.clicks_topic, s.kafka.clicks_partitions, 1)])[s.kafka.clicks_topic].result()

@@ -45,11 +45,12 @@ class IngestBenchResult:
         return self.sustained_eps / self.raw_ceiling_eps if self.raw_ceiling_eps else 0.0
 
 
-def bench_settings(settings: Settings, tag: str) -> Settings:
+def bench_settings(settings: Settings, tag: str, kind: str = "bench") -> Settings:
+    """A topic and click/dead-letter tables of the run's own (``kind`` names them: bench, soak)."""
     s = settings.model_copy(deep=True)
-    s.kafka.clicks_topic = f"bench_{tag}"
-    s.catalog.clicks_table = f"bench.clickevent_{tag}"
-    s.catalog.dead_letter_table = f"bench.dead_letter_{tag}"
+    s.kafka.clicks_topic = f"{kind}_{tag}"
+    s.catalog.clicks_table = f"{kind}.clickevent_{tag}"
+    s.catalog.dead_letter_table = f"{kind}.dead_letter_{tag}"
     return s
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakehouse.settings import GENERATED_SECRETS, Settings
+from lakehouse.settings import GENERATED_SECRETS, Settings, flatten
 
 NAMESPACE = "lakehouse"
 KAFKA_CLUSTER = "lakehouse"
@@ -47,15 +47,9 @@ def cluster_settings() -> Settings:
     return Settings.model_validate(cluster_overrides())
 
 
-def _flatten(data: dict[str, Any], prefix: str = "LAKEHOUSE_") -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key.upper()}"
-        if isinstance(value, dict):
-            out.update(_flatten(value, name + "__"))
-        else:
-            out[name] = str(value)
-    return out
+def _flatten(data: dict[str, Any]) -> dict[str, str]:
+    """Settings data as the LAKEHOUSE_* variables that would set it."""
+    return {f"LAKEHOUSE_{k.upper()}": str(v) for k, v in flatten(data, "__").items()}
 
 
 def settings_env() -> dict[str, str]:

@@ -7,20 +7,10 @@ from typing import Annotated
 import typer
 
 from lakehouse.cli.common import print_json, settings_or_exit
+from lakehouse.settings import flatten
 
 app = typer.Typer(help="Inspect configuration (settings from defaults, LAKEHOUSE_* env and the run dir).",
                   no_args_is_help=True)
-
-
-def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
-    out: dict[str, object] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(_flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out
 
 
 @app.command()
@@ -30,6 +20,6 @@ def show(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable 
     if as_json:
         print_json(data)
         return
-    for key, value in _flatten(data).items():
+    for key, value in flatten(data).items():
         env = "LAKEHOUSE_" + key.upper().replace(".", "__")
         typer.echo(f"{key:40} {value!s:45} {env}")
