@@ -183,3 +183,29 @@ def soak(
         console.print(f"[red]goal missed:[/] {failure}")
     if result.failures:
         raise typer.Exit(1)
+
+
+@app.command()
+def upserts(
+    keys: Annotated[int, typer.Option(help="Rows in the dimension-like table.")] = 200_000,
+    batch: Annotated[int, typer.Option(help="Changed keys per MERGE.")] = 5_000,
+    rounds: Annotated[int, typer.Option(help="Update batches before the delete files are folded.")] = 12,
+) -> None:
+    """MERGE cost and read latency as delete files accumulate, and after folding them (maintenance).
+
+    Shows that inserts of new keys write no delete records (nothing for a key index to
+    save) and how much folding delete files into data buys readers.
+    """
+    from pipeline.cdc.upsert_benchmark import run
+    from pipeline.spark_session import build_session
+
+    settings = settings_or_exit()
+    with friendly_errors():
+        spark = build_session(settings, "lakehouse-bench-upserts")
+        try:
+            results = run(spark, settings, keys, batch, rounds, progress=console.log)
+        finally:
+            spark.stop()
+    _print_figures(f"upserts: {keys:,} keys, {batch:,} changes per MERGE", [
+        (r.label, f"merge {r.merge_s:.2f} s | deletes {r.delete_files} files (+{r.delete_records:,}) | "
+                  f"scan {r.scan_ms:,.0f} ms | lookup {r.lookup_ms:,.0f} ms") for r in results])
