@@ -16,11 +16,15 @@ exactly once (by eventId) and the goals are checked:
 from __future__ import annotations
 
 import csv
+import os
+import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -81,6 +85,38 @@ def _shape(spark, table: str) -> tuple[int, int, int, int, int]:
         f"(SELECT count(*) FROM {table}.delete_files) AS deletes, (SELECT count(*) FROM {table}.snapshots) AS snaps, "
         f"(SELECT coalesce(sum(length), 0) FROM {table}.manifests) AS manifest_bytes").first()
     return row.worst, row.files, row.deletes, row.snaps, row.manifest_bytes
+
+
+@contextmanager
+def private_broker(settings: Settings, log_path: Path) -> Iterator[Settings]:
+    """A Tansu broker of the soak's own, on its memory engine and a free loopback port.
+
+    The stack's broker stores its log in S3 and slows down as partitions grow (README,
+    "Broker durability"); an hour of load would measure the broker, not the tables.
+    """
+    from deploy.local.services.broker import Broker
+
+    with socket.socket() as sock:
+        sock.bind((settings.kafka.host, 0))
+        port = sock.getsockname()[1]
+    s = settings.model_copy(deep=True)
+    s.kafka.port, s.kafka.storage = port, "memory"
+    broker = Broker(s)
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(broker.command(), stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **broker.env()})
+    try:
+        deadline = time.monotonic() + 30
+        while not broker.ready():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the soak's private broker did not start on port {port}: see {log_path}")
+            time.sleep(0.2)
+        yield s
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def _query_ms(engine) -> float:
@@ -164,9 +200,9 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
 
 
 def _env(s: Settings) -> dict[str, str]:
-    import os
-
-    return {**os.environ, "LAKEHOUSE_KAFKA__CLICKS_TOPIC": s.kafka.clicks_topic}
+    """The producer subprocess resolves the soak's broker and topic from these."""
+    return {**os.environ, "LAKEHOUSE_KAFKA__CLICKS_TOPIC": s.kafka.clicks_topic,
+            "LAKEHOUSE_KAFKA__PORT": str(s.kafka.port)}
 
 
 def _committed_total(spark, s: Settings) -> int:

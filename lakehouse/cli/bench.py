@@ -142,6 +142,9 @@ def soak(
     = 0.10,
     maintenance: Annotated[bool, typer.Option(help="Run the maintenance service (--no-maintenance: the baseline "
                                                    "to compare freshness and file counts with).")] = True,
+    broker: Annotated[str, typer.Option(help="'private': a memory-engine broker of the soak's own (default; the "
+                                             "stack's S3-engine broker slows down over long runs); 'stack': the "
+                                             "stack's broker.")] = "private",
 ) -> None:
     """Hours of steady load with maintenance on: do files, metadata, query latency and freshness stay flat?
 
@@ -150,8 +153,10 @@ def soak(
     end checks every produced event is in the table exactly once. Writes soak.csv and
     soak.png under results/; exits 1 when a goal is missed.
     """
+    from contextlib import nullcontext
+
     from loadgen.run import parse_duration
-    from lakehouse.soak import MAX_FILES_PER_PARTITION, run_soak
+    from lakehouse.soak import MAX_FILES_PER_PARTITION, private_broker, run_soak
     from pipeline.metrics import serve
 
     settings = settings_or_exit()
@@ -163,8 +168,9 @@ def soak(
     began = time.monotonic()
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)
-        result = run_soak(settings, rate, seconds, interval, out, drift, progress=console.log,
-                          maintenance=maintenance)
+        out.mkdir(parents=True, exist_ok=True)
+        with private_broker(settings, out / "broker.log") if broker == "private" else nullcontext(settings) as s:
+            result = run_soak(s, rate, seconds, interval, out, drift, progress=console.log, maintenance=maintenance)
     first, last = result.samples[0], result.samples[-1]
     _print_figures(f"soak: {rate:,.0f} events/s for {seconds / 60:.0f} min, maintenance {'on' if maintenance else 'OFF'}", [
         ("events produced", f"{result.produced:,}"),
