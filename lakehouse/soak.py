@@ -5,7 +5,9 @@ on a soak topic and tables of their own while a producer process writes at a fix
 Every ``every`` seconds the soak samples what makes a table slow to read: live data files
 in the fullest day-partition, delete files, snapshots, manifest bytes, the latency of a
 fixed set of queries (DuckDB, as a reader outside Spark sees the table) and the
-freshness p95 of that window. At the end every produced event must be in the table
+freshness p95 of that window (produce -> commit, from the writer's latency histogram:
+a scan of the table would count compacted rows as committed when compaction rewrote
+them). At the end every produced event must be in the table
 exactly once (by eventId) and the goals are checked:
 
 - live data files per day-partition <= 64 at every sample;
@@ -138,7 +140,8 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
 
     from deploy.local.services.broker import admin_client
     from pipeline.app import run_jobs
-    from pipeline.benchmark import bench_settings, freshness_quantiles
+    from pipeline.benchmark import bench_settings
+    from pipeline.metrics import E2E_LATENCY, window_quantile
     from pipeline.clicks.job import ClickIngestJob
     from pipeline.kafka_source.planner import records_in_topic
     from pipeline.spark_session import build_session
@@ -162,19 +165,19 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     engine = DuckDBEngine(s)
     samples: list[Sample] = []
     began = time.monotonic()
-    window_ms = int(time.time() * 1000)
+    seen = E2E_LATENCY.counts(s.catalog.clicks_table)
     progress(f"soak: {rate:,.0f} events/s for {duration:.0f} s into {s.kafka.clicks_topic}, sample every {every:.0f} s")
     try:
         while True:
             finished = producer.poll() is not None
             time.sleep(0 if finished else min(every, max(0.0, duration - (time.monotonic() - began))) or every)
-            now_ms = int(time.time() * 1000)
             worst, files, deletes, snaps, manifest_bytes = _shape(spark, table)
             committed = spark.table(table).count()
+            now = E2E_LATENCY.counts(s.catalog.clicks_table)
             sample = Sample(round(time.monotonic() - began, 1), committed, worst, files, deletes, snaps,
                             manifest_bytes, round(_query_ms(engine), 1),
-                            round(freshness_quantiles(spark, s.catalog.clicks_table, window_ms)[1], 2))
-            window_ms = now_ms
+                            round(window_quantile(E2E_LATENCY.buckets, seen, now, 0.95), 2))
+            seen = now
             samples.append(sample)
             progress(f"  t={sample.elapsed_s:>6.0f}s rows={committed:>9,} files/partition={worst:>3} "
                      f"deletes={deletes} snapshots={snaps:>3} manifests={manifest_bytes / 1024:,.0f} KiB "

@@ -76,6 +76,11 @@ class LatencyHistogram(Collector):
                 current[i] += int(n)
             self._sums[table] = self._sums.get(table, 0.0) + float(total_seconds)
 
+    def counts(self, table: str) -> list[int]:
+        """Non-cumulative counts so far (one per bucket, then +Inf): diff two to get a window."""
+        with self._lock:
+            return list(self._counts.get(table, [0] * (len(self.buckets) + 1)))
+
     def collect(self):
         family = HistogramMetricFamily(self.name, self.documentation, labels=["table"])
         with self._lock:
@@ -94,6 +99,24 @@ REGISTRY.register(E2E_LATENCY)
 
 _server_lock = threading.Lock()
 _served: set[int] = set()
+
+
+def window_quantile(buckets: tuple[float, ...], before: list[int], after: list[int], q: float) -> float:
+    """The q-quantile of what a histogram counted between two ``counts()`` reads.
+
+    Interpolated linearly inside the bucket, as Prometheus' histogram_quantile does; nan
+    when nothing was counted.
+    """
+    delta = [a - b for a, b in zip(after, before, strict=True)]
+    total = sum(delta)
+    if total == 0:
+        return float("nan")
+    rank, running, lower = q * total, 0, 0.0
+    for bound, n in zip(buckets, delta):
+        if n and running + n >= rank:
+            return lower + (bound - lower) * (rank - running) / n
+        running, lower = running + n, bound
+    return buckets[-1]  # in +Inf: report the largest finite bound
 
 
 def serve(host: str, port: int) -> None:
