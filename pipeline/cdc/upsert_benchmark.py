@@ -48,6 +48,7 @@ def _shape(spark, table: str) -> tuple[int, int]:
 
 def run(spark, settings: Settings, keys: int, batch: int, rounds: int, progress=print) -> list[UpsertRound]:
     table = f"{settings.catalog.name}.bench.upserts_{time.strftime('%Y%m%d%H%M%S')}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.catalog.name}.bench")
     props = ", ".join(f"'{k}'='{v}'" for k, v in {"format-version": "2", **UPSERT_PROPERTIES}.items())
     spark.sql(f"CREATE TABLE {table} (id STRING, name STRING, price DECIMAL(10,4)) USING iceberg TBLPROPERTIES ({props})")
     spark.sql(f"INSERT INTO {table} SELECT CAST(id AS STRING), concat('p', id), CAST(id % 100 AS DECIMAL(10,4)) "
