@@ -69,7 +69,8 @@ def wait_equal(spark, s, timeout: float, drain=None) -> float:
     while time.monotonic() - began < timeout:
         if drain:
             drain()
-        if spark.catalog.tableExists(s.catalog.products_table) and lake_rows(spark, s) == source_rows(s):
+        tables = (s.catalog.products_table, s.catalog.members_table)
+        if all(spark.catalog.tableExists(t) for t in tables) and lake_rows(spark, s) == source_rows(s):
             return time.monotonic() - began
         time.sleep(0.3)
     src, lake = source_rows(s), lake_rows(spark, s)
