@@ -23,6 +23,7 @@ debs:
 $(STAMP): requirements.lock pyproject.toml
 	@echo "  python venv $(VENV) (locked deps, hashes checked)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip >/dev/null
 	@$(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 	@$(BIN)/uv pip install -q --python $(BIN)/python --require-hashes -r requirements.lock
 	@$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
