@@ -9,7 +9,7 @@ LAKEHOUSE := $(BIN)/lakehouse
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install debs artifacts checkov demo test down-local status-local clean bench-ingest bench-load bench-cdc soak \
+.PHONY: help install debs artifacts checkov demo test down-local status-local clean bench-ingest bench-load bench-cdc soak chaos \
         up down status trino load k8s-generate k8s-validate k8s-crds
 
 help: ## List the targets
@@ -67,6 +67,9 @@ bench-load: install ## Load generator capacity: one Locust process vs workers
 soak: install ## Soak with maintenance on (DURATION=1h RATE=events/s EVERY=5m); goals checked, plot written
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench soak --rate $(or $(RATE),2000) --duration $(or $(DURATION),1h) --every $(or $(EVERY),5m)
+
+chaos: install ## Fault injection under load on a stack of its own (FAULTS=all|ci|kill:clicks,...); table printed
+	@$(LAKEHOUSE) chaos --faults $(or $(FAULTS),all)
 
 bench-cdc: install ## CDC benchmark: changes/s and apply freshness (CDC_RATE=changes/s CDC_DURATION=seconds)
 	@$(LAKEHOUSE) stack up

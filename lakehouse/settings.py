@@ -210,6 +210,10 @@ class PipelineSettings(BaseModel):
         "rebuild", description="When the live aggregates' position was expired by maintenance: recompute the "
                                "aggregates from the whole table, or stop with an error.")
     checkpoint_dir: Path | None = Field(None, description="Spark streaming checkpoints (default <run_dir>/checkpoints).")
+    min_free_disk_mb: int = Field(
+        256, ge=0, description="Writers start no batch while the run directory's disk has less free space than "
+                               "this (the local stack keeps its object store and databases there): they wait, "
+                               "saying so, instead of failing half-way through a commit.")
 
 
 class MaintenanceSettings(BaseModel):
@@ -334,6 +338,22 @@ def flatten(data: dict[str, Any], sep: str = ".", prefix: str = "") -> dict[str,
         else:
             out[name] = value
     return out
+
+
+def side_by_side_env(run_dir: Path, shift: int) -> dict[str, str]:
+    """LAKEHOUSE_* variables for a second local stack beside the first: its own run dir, every port +shift.
+
+    The test suite and the chaos suite run their stacks this way, never touching the
+    developer's stack on the default ports.
+    """
+    defaults = Settings()
+    env = {"LAKEHOUSE_RUN_DIR": str(run_dir)}
+    for section in ("kafka", "s3", "postgres", "metastore", "mariadb", "prometheus", "metrics"):
+        model = getattr(defaults, section)
+        for field in type(model).model_fields:
+            if field == "port" or field.endswith("_port"):
+                env[f"LAKEHOUSE_{section.upper()}__{field.upper()}"] = str(getattr(model, field) + shift)
+    return env
 
 
 def load_settings(**overrides: Any) -> Settings:

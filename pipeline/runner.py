@@ -11,9 +11,11 @@ SIGINT/SIGTERM stops after the batch in flight.
 from __future__ import annotations
 
 import logging
+import shutil
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import Protocol
 
 from lakehouse.settings import Settings
@@ -53,11 +55,44 @@ def run_loop(job: MicroBatchJob, trigger_seconds: float, stop: threading.Event,
         return _loop(job, trigger_seconds, stop, max_batches, max_backoff)
 
 
+class DiskFloor:
+    """Holds batches back while the run directory's disk is nearly full.
+
+    On the local stack the object store, broker log and databases live in the run
+    directory: a batch started on a full disk fails somewhere inside a commit. Waiting
+    with one clear message (and one when space is back) is kinder and loses nothing.
+    """
+
+    def __init__(self, job_name: str, path: Path, floor_mb: int):
+        self.job_name, self.path, self.floor_mb = job_name, path, floor_mb
+        self.waiting = False
+
+    def free_mb(self) -> float:
+        probe = self.path if self.path.exists() else Path(self.path.anchor or "/")
+        return shutil.disk_usage(probe).free / 2**20
+
+    def blocks(self) -> bool:
+        free = self.free_mb()
+        low = free < self.floor_mb
+        if low and not self.waiting:
+            log.error("%s: only %.0f MiB free on the disk of %s, below pipeline.min_free_disk_mb=%d; no new batch "
+                      "until space is freed (free disk space there, or lower LAKEHOUSE_PIPELINE__MIN_FREE_DISK_MB)",
+                      self.job_name, free, self.path, self.floor_mb)
+        elif not low and self.waiting:
+            log.warning("%s: %.0f MiB free on the disk of %s again; resuming", self.job_name, free, self.path)
+        self.waiting = low
+        return low
+
+
 def _loop(job: MicroBatchJob, trigger_seconds: float, stop: threading.Event,
           max_batches: int | None, max_backoff: float) -> int:
     batches, failures = 0, 0
+    disk = DiskFloor(job.name, job.settings.run_dir, job.settings.pipeline.min_free_disk_mb)
     while not stop.is_set():
         began = time.monotonic()
+        if disk.blocks():
+            stop.wait(max(trigger_seconds, 1.0))
+            continue
         try:
             rows = job.run_once()
             failures = 0

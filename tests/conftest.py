@@ -9,38 +9,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from lakehouse.settings import REPO_ROOT, Settings, load_settings
+from lakehouse.settings import REPO_ROOT, load_settings, side_by_side_env
 
 PORT_SHIFT = 100
 
 
-def shifted_env(run_dir: Path, shift: int) -> dict[str, str]:
-    """LAKEHOUSE_* variables giving a stack its own run dir and ports (+shift)."""
-    defaults = Settings()
-    env = {"LAKEHOUSE_RUN_DIR": str(run_dir)}
-    sections = {
-        "KAFKA": ["port"],
-        "S3": ["port", "master_port", "volume_port", "filer_port", "metrics_port", "admin_port"],
-        "POSTGRES": ["port"],
-        "METASTORE": ["port"],
-        "MARIADB": ["port"],
-        "PROMETHEUS": ["port"],
-        "METRICS": ["pipeline_port", "cdc_port", "loadgen_port", "probe_port", "aggregate_port"],
-    }
-    for section, fields in sections.items():
-        model = getattr(defaults, section.lower())
-        for field in fields:
-            env[f"LAKEHOUSE_{section}__{field.upper()}"] = str(getattr(model, field) + shift)
-    return env
-
 
 @pytest.fixture(scope="session")
 def stack_env() -> Iterator[dict[str, str]]:
-    env = shifted_env(REPO_ROOT / ".run-test", PORT_SHIFT)
+    env = side_by_side_env(REPO_ROOT / ".run-test", PORT_SHIFT)
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     yield env

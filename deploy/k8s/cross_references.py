@@ -58,12 +58,28 @@ def service_selectors(docs: list[Doc]) -> list[str]:
 
 def strimzi_clusters(docs: list[Doc]) -> list[str]:
     kafkas = {d["metadata"]["name"] for d in docs if d["kind"] == "Kafka"}
-    problems = [f"no Kafka named {KAFKA_CLUSTER!r} (settings point clients at {KAFKA_CLUSTER}-kafka-bootstrap)"
-                for _ in [0] if KAFKA_CLUSTER not in kafkas]
+    problems = []
+    if KAFKA_CLUSTER not in kafkas:
+        problems.append(f"no Kafka named {KAFKA_CLUSTER!r} (settings point clients at {KAFKA_CLUSTER}-kafka-bootstrap)")
     for d in docs:
         cluster = d["metadata"].get("labels", {}).get("strimzi.io/cluster")
         if d["kind"] in ("KafkaTopic", "KafkaNodePool", "KafkaUser") and cluster not in kafkas:
             problems.append(f"{_name(d)} names Kafka cluster {cluster!r}; defined: {sorted(kafkas)}")
+    return problems
+
+
+def exposure(docs: list[Doc]) -> list[str]:
+    """Nothing is reachable from outside the cluster by default: users port-forward (k8s/README)."""
+    problems = [f"{_name(d)} is of type {d['spec']['type']}: keep Services ClusterIP and reach them by "
+                f"port-forward" for d in docs
+                if d["kind"] == "Service" and d["spec"].get("type", "ClusterIP") != "ClusterIP"]
+    for where, _, pod in pod_templates(docs):
+        if pod.get("hostNetwork"):
+            problems.append(f"{where} uses the host's network")
+        for container in pod.get("containers", []) + pod.get("initContainers", []):
+            for port in container.get("ports", []):
+                if "hostPort" in port:
+                    problems.append(f"{where}: container {container['name']} binds host port {port['hostPort']}")
     return problems
 
 
@@ -193,5 +209,5 @@ def entrypoints(docs: list[Doc]) -> list[str]:
 
 
 def cross_reference_problems(docs: list[Doc]) -> list[str]:
-    return (service_selectors(docs) + strimzi_clusters(docs) + dangling_references(docs)
+    return (service_selectors(docs) + strimzi_clusters(docs) + exposure(docs) + dangling_references(docs)
             + settings_match(docs) + pinned_images(docs) + entrypoints(docs))

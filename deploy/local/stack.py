@@ -150,11 +150,20 @@ class LocalStack:
         return stopped
 
     def restart(self, name: str) -> float:
-        """Stop and start one service, keeping its data (used by the durability tests)."""
-        svc = self.service(name)
+        """Stop and start one service, keeping its data (used by the durability and chaos tests)."""
+        self.stop_service(name)
+        return self.start_service(name)
+
+    def stop_service(self, name: str) -> None:
+        """Stop one service, keeping its data; the others keep running (an outage, for the chaos suite)."""
+        self.service(name)  # a clear error for an unknown name
         record = processes.read_record(self.settings.run_dir, name)
         if record:
             processes.stop(record)
+
+    def start_service(self, name: str) -> float:
+        """Start one stopped service on its existing data; seconds until it is ready."""
+        svc = self.service(name)
         user = processes.service_user() if svc.needs_unprivileged_user else None
         svc.data_dir.mkdir(parents=True, exist_ok=True)
         svc.prepare(user)

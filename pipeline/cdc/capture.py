@@ -51,6 +51,16 @@ class SchemaChangeError(RuntimeError):
     """DDL on a captured table that the capture cannot follow safely."""
 
 
+class BrokerUnacknowledged(RuntimeError):
+    """Kafka did not confirm published changes in time (the broker is down or restarting)."""
+
+
+# Faults the capture outlives by resuming from its last checkpoint: the source or the
+# broker restarting. Anything else (a schema change, bad credentials) stops it.
+TRANSIENT = (pymysql.err.OperationalError, pymysql.err.InterfaceError, KafkaException, BrokerUnacknowledged,
+             ConnectionError)
+
+
 def _connect(settings: Settings, **extra):
     m = settings.mariadb
     return pymysql.connect(host=m.host, port=m.port, user=m.cdc_user, database=m.database,
@@ -123,10 +133,10 @@ class Capture:
     def checkpoint(self, position: dict) -> None:
         """Make everything published so far durable, then record the position after it."""
         if self.producer.flush(60) or self.failures:
-            raise RuntimeError(f"Kafka did not acknowledge changes ({self.failures[:1]}); not checkpointing")
+            raise BrokerUnacknowledged(f"Kafka did not acknowledge changes ({self.failures[:1]}); not checkpointing")
         self.producer.produce(self.settings.cdc_position_topic, json.dumps(position).encode())
         if self.producer.flush(60):
-            raise RuntimeError("Kafka did not acknowledge the checkpoint")
+            raise BrokerUnacknowledged("Kafka did not acknowledge the checkpoint")
         POSITION.labels(position["file"]).set(position["pos"])
         CHECKPOINTS.inc()
 
@@ -258,8 +268,28 @@ class Capture:
                 file=file, pos=event.packet.log_pos, row=i, txn_order=order))
         return order
 
-    def run(self, stop: threading.Event) -> None:
-        """Snapshot if no complete snapshot was recorded, then stream from the checkpoint."""
+    def run(self, stop: threading.Event, max_backoff: float = 30.0) -> None:
+        """Snapshot if no complete snapshot was recorded, then stream from the checkpoint.
+
+        A lost source or broker connection is not fatal: after a growing pause the capture
+        starts over from the last durable checkpoint (replayed changes are harmless, see
+        *Position* above), so a restart of MariaDB or Kafka needs no human.
+        """
+        failures = 0
+        while not stop.is_set():
+            began = time.monotonic()
+            try:
+                self._resume(stop)
+                return
+            except TRANSIENT as exc:
+                failures = 1 if time.monotonic() - began > 60 else failures + 1
+                delay = min(max_backoff, 2 ** min(failures, 5))
+                log.error("capture interrupted (%s: %s); resuming from the last checkpoint in %.0fs",
+                          type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "", delay)
+                self.failures.clear()
+                stop.wait(delay)
+
+    def _resume(self, stop: threading.Event) -> None:
         position = read_checkpoint(self.settings)
         if position is None or not position.get("snapshot_done"):
             position = self.snapshot()

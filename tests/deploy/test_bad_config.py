@@ -17,8 +17,7 @@ from deploy import artifacts
 from deploy.local import processes
 from deploy.local.processes import StackError
 from deploy.local.stack import LocalStack
-from lakehouse.settings import REPO_ROOT, Settings
-from tests.conftest import shifted_env
+from lakehouse.settings import REPO_ROOT, Settings, side_by_side_env
 
 SHIFT = 300
 
@@ -26,7 +25,7 @@ SHIFT = 300
 @pytest.fixture
 def other_stack(monkeypatch):
     """A second stack, with its own run dir and ports, for tests that must start one."""
-    for key, value in shifted_env(REPO_ROOT / ".run-test-other", SHIFT).items():
+    for key, value in side_by_side_env(REPO_ROOT / ".run-test-other", SHIFT).items():
         monkeypatch.setenv(key, value)
     from lakehouse.settings import load_settings
 
@@ -106,7 +105,7 @@ def test_up_then_down_leaves_no_process(other_stack):
 
 
 def test_missing_binary_is_named_with_the_fix(tmp_path, monkeypatch):
-    for key, value in shifted_env(tmp_path / "run", SHIFT).items():
+    for key, value in side_by_side_env(tmp_path / "run", SHIFT).items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("LAKEHOUSE_TOOLS_DIR", str(tmp_path / "empty-tools"))
     from lakehouse.settings import load_settings

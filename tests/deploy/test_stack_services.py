@@ -60,6 +60,17 @@ def test_credentials_are_generated_private_and_masked(stack):
     assert shown["kafka"]["port"] == stack.settings.kafka.port
 
 
+def test_no_credential_appears_in_any_service_log(stack, settings, spark):
+    """After Spark, the catalog and S3 have talked with each other, no service log holds a credential."""
+    creds = json.loads(stack.settings.credentials_path.read_text())
+    logs = sorted((settings.run_dir / "logs").glob("*.log"))
+    assert len(logs) >= len(stack.services())
+    for path in logs:
+        text = path.read_text(errors="replace")
+        leaked = [name for name, value in creds.items() if value in text]
+        assert not leaked, f"{path.name} contains {leaked}"
+
+
 def test_s3_rejects_a_wrong_secret(settings):
     import boto3
     import pytest

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
-import time
 import uuid
 
 from confluent_kafka.admin import NewTopic
 
 from deploy.local.services.broker import admin_client
-from deploy.local.services.mariadb import connect as mariadb_connect
 from deploy.local.services.mariadb import create_source_database
+from pipeline.cdc.reconcile import checksum, lake_rows, source_rows  # noqa: F401 - the CDC tests' helpers
+from pipeline.cdc.reconcile import wait_until_equal as wait_equal  # noqa: F401
 
 
 def isolated_cdc_settings(settings):
@@ -37,44 +36,3 @@ def settings_env(s) -> dict[str, str]:
         "LAKEHOUSE_CATALOG__MEMBERS_TABLE": s.catalog.members_table,
         "LAKEHOUSE_PIPELINE__TRIGGER_SECONDS": "0.5",
     }
-
-
-def source_rows(s) -> dict[str, list[tuple]]:
-    with mariadb_connect(s, database=s.mariadb.database) as conn, conn.cursor() as cur:
-        cur.execute("SET time_zone = '+00:00'")
-        cur.execute("SELECT productId, name, description, CAST(product_price AS CHAR), "
-                    "CAST(ROUND(UNIX_TIMESTAMP(update_time) * 1000) AS SIGNED) FROM products ORDER BY 1")
-        products = [tuple(r) for r in cur.fetchall()]
-        cur.execute("SELECT userid, name, show_params, memberLevel, "
-                    "CAST(ROUND(UNIX_TIMESTAMP(update_time) * 1000) AS SIGNED) FROM user_member ORDER BY 1")
-        members = [tuple(r) for r in cur.fetchall()]
-    return {"products": products, "user_member": members}
-
-
-def lake_rows(spark, s) -> dict[str, list[tuple]]:
-    products = spark.sql(f"SELECT productId, name, description, CAST(product_price AS STRING), "
-                         f"unix_millis(update_time) FROM {s.catalog.products_table} ORDER BY 1").collect()
-    members = spark.sql(f"SELECT userid, name, show_params, member_level, unix_millis(update_time) "
-                        f"FROM {s.catalog.members_table} ORDER BY 1").collect()
-    return {"products": [tuple(r) for r in products], "user_member": [tuple(r) for r in members]}
-
-
-def checksum(rows: dict[str, list[tuple]]) -> str:
-    return hashlib.sha256(repr(sorted(rows.items())).encode()).hexdigest()
-
-
-def wait_equal(spark, s, timeout: float, drain=None) -> float:
-    """Seconds until the Iceberg dimensions equal the source tables (drain() advances the apply)."""
-    began = time.monotonic()
-    while time.monotonic() - began < timeout:
-        if drain:
-            drain()
-        tables = (s.catalog.products_table, s.catalog.members_table)
-        if all(spark.catalog.tableExists(t) for t in tables) and lake_rows(spark, s) == source_rows(s):
-            return time.monotonic() - began
-        time.sleep(0.3)
-    src, lake = source_rows(s), lake_rows(spark, s)
-    diff = {t: (set(src[t]) ^ set(lake[t])) for t in src}
-    raise AssertionError(f"dimensions differ after {timeout}s: {diff}")
-
-

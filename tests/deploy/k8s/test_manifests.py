@@ -166,6 +166,17 @@ def test_a_dangling_service_selector_fails(docs):
     assert any("Service/trino selects no pod" in p for p in xref.cross_reference_problems(broken))
 
 
+def test_a_service_or_port_open_to_the_outside_fails(docs):
+    assert xref.exposure(docs) == []
+    broken = copy.deepcopy(docs)
+    named(broken, "Service", "grafana")["spec"]["type"] = "NodePort"
+    named(broken, "Deployment", "trino-coordinator")["spec"]["template"]["spec"]["containers"][0]["ports"][0][
+        "hostPort"] = 8080
+    problems = xref.exposure(broken)
+    assert any("Service/grafana is of type NodePort" in p for p in problems), problems
+    assert any("binds host port 8080" in p for p in problems), problems
+
+
 def test_a_missing_configmap_and_a_drifted_topic_fail(docs):
     broken = [d for d in copy.deepcopy(docs) if not d["metadata"]["name"].startswith("hive-site")]
     by_kind(broken, "KafkaTopic")[0]["spec"]["partitions"] += 1
