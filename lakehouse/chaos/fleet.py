@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -40,6 +41,12 @@ class Member:
     exit_codes: list[int] = field(default_factory=list)
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 class Fleet:
     def __init__(self, env: dict[str, str], log_dir: Path, jobs: dict[str, list[str]] | None = None,
                  restart_delay: float = 2.0):
@@ -57,10 +64,14 @@ class Fleet:
         return self
 
     def _spawn(self, member: Member) -> None:
+        env = self.env
+        if member.name == "dims":
+            # Locally dims usually shares the pipeline's Spark app and /metrics port; alone it needs its own.
+            env = {**env, "LAKEHOUSE_METRICS__PIPELINE_PORT": str(_free_port())}
         with member.log_path.open("ab") as out:
             member.proc = subprocess.Popen(
                 [sys.executable, "-m", "lakehouse", "run", *member.args, "--log-level", "info"],
-                env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self, name: str) -> None:
         """kill -9 the job's whole process group (driver JVM and Python workers alike)."""

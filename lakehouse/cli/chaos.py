@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Annotated
@@ -11,6 +12,10 @@ from rich.table import Table
 
 from lakehouse.cli.common import console, friendly_errors, settings_or_exit
 from lakehouse.settings import REPO_ROOT
+
+
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt
 
 
 def chaos(
@@ -45,6 +50,7 @@ def chaos(
         raise typer.BadParameter(f"unknown fault {', '.join(unknown)}; choose from: all, ci, {', '.join(known)}",
                                  param_hint="--faults")
     settings_or_exit()
+    signal.signal(signal.SIGTERM, _interrupt)  # a stopped run still stops its stack and processes
     out = out or REPO_ROOT / "results" / f"chaos-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     with friendly_errors(), chaos_stack(REPO_ROOT / ".run-chaos", disk_mb, progress=console.log) as (s, env, stack):
