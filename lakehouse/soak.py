@@ -67,7 +67,18 @@ class SoakResult:
     dead_letters: int
     out_dir: Path
     latency_drift_limit: float
+    distinct_offsets: int = 0  # distinct (partition, offset) among the rows
     failures: list[str] = field(default_factory=list)
+
+    @property
+    def duplicated_by_pipeline(self) -> int:
+        """Rows committed twice from the same Kafka record: the pipeline's exactly-once broken."""
+        return self.rows - self.distinct_offsets
+
+    @property
+    def duplicated_in_kafka(self) -> int:
+        """Events the producer wrote to Kafka twice (same eventId, different offsets)."""
+        return self.distinct_offsets - self.distinct_ids
 
     @property
     def drift(self) -> float:
@@ -192,11 +203,12 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     finally:
         stop.set()
         jobs.join(300)
-    rows, distinct = spark.sql(f"SELECT count(*) AS n, count(DISTINCT event_id) AS d FROM {table}").first()
+    rows, distinct, offsets = spark.sql(f"SELECT count(*), count(DISTINCT event_id), "
+                                        f"count(DISTINCT kafka_partition, kafka_offset) FROM {table}").first()
     dead = spark.table(s.catalog.dead_letter_table).count()
     if own_session:
         spark.stop()
-    result = SoakResult(samples, produced, rows, distinct, dead, out_dir, latency_drift)
+    result = SoakResult(samples, produced, rows, distinct, dead, out_dir, latency_drift, offsets)
     result.failures = _goals(result)
     _write(result)
     return result
@@ -223,7 +235,9 @@ def _goals(r: SoakResult) -> list[str]:
     if r.rows + r.dead_letters != r.produced:
         failures.append(f"{r.produced:,} produced but {r.rows:,} rows + {r.dead_letters:,} dead letters committed")
     if r.rows != r.distinct_ids:
-        failures.append(f"{r.rows - r.distinct_ids:,} duplicated events")
+        failures.append(f"{r.rows - r.distinct_ids:,} duplicated events: {r.duplicated_by_pipeline:,} committed twice "
+                        f"from one Kafka record (pipeline), {r.duplicated_in_kafka:,} written to Kafka twice "
+                        f"(producer retries)")
     return failures
 
 

@@ -38,7 +38,9 @@ def produce_at_rate(bootstrap: str, topic: str, rate: float, duration: float, ba
                     seed: int | None = None, tick: float = 0.02) -> ProduceReport:
     rng = random.Random(seed)
     failures = []
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
+    # Idempotent: a batch retried after a slow acknowledgement is not written twice.
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20,
+                         "batch.num.messages": 10_000,
                          "queue.buffering.max.messages": 1_000_000, "log_level": 3})
 
     def on_delivery(err, _msg):

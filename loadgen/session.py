@@ -63,7 +63,8 @@ def init(environment) -> None:
     s = load_settings()
     _state.update(settings=s, environment=environment, rng=random.Random(), pacer=Pacer(_profile(environment)))
     _state["producer"] = Producer({
-        "bootstrap.servers": s.kafka.bootstrap, "linger.ms": 10, "batch.num.messages": 10_000,
+        "bootstrap.servers": s.kafka.bootstrap, "enable.idempotence": True,  # retries never write twice
+        "linger.ms": 10, "batch.num.messages": 10_000,
         "queue.buffering.max.messages": 500_000, "log_level": 3,
     })
     if not isinstance(environment.runner, WorkerRunner) and "metrics" not in _state:

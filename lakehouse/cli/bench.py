@@ -175,7 +175,8 @@ def soak(
     _print_figures(f"soak: {rate:,.0f} events/s for {seconds / 60:.0f} min, maintenance {'on' if maintenance else 'OFF'}", [
         ("events produced", f"{result.produced:,}"),
         ("rows + dead letters committed", f"{result.rows + result.dead_letters:,}"),
-        ("duplicated events", f"{result.rows - result.distinct_ids:,}"),
+        ("duplicated events: by the pipeline / in Kafka", f"{result.duplicated_by_pipeline:,} / "
+                                                          f"{result.duplicated_in_kafka:,}"),
         ("max live data files per day-partition", f"{max(s.data_files_max_partition for s in result.samples)} "
                                                    f"(goal <= {MAX_FILES_PER_PARTITION})"),
         ("snapshots first / last", f"{first.snapshots} / {last.snapshots}"),
