@@ -13,7 +13,7 @@ import random
 import threading
 import time
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 
 from lakehouse.settings import Settings
 from loadgen.db_changes import ShopChanges
@@ -28,14 +28,19 @@ class SteadyClicks:
     def __init__(self, settings: Settings, rate: float, bad_share: float = 0.01, seed: int = 5):
         self.topic, self.rate, self.bad_share = settings.kafka.clicks_topic, rate, bad_share
         self.rng = random.Random(seed)
-        self.producer = Producer({"bootstrap.servers": settings.kafka.bootstrap, "enable.idempotence": True,
-                                  "linger.ms": 20, "message.timeout.ms": 300_000, "log_level": 0})
+        self.bootstrap = settings.kafka.bootstrap
+        self.producer = self._new_producer()
+        self._fenced = False
         self.acked: dict[str, int] = {}  # eventId -> produce time (epoch ms)
         self.bad_acked = 0
         self.failed = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="steady-clicks", daemon=True)
+
+    def _new_producer(self) -> Producer:
+        return Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 100,
+                         "message.timeout.ms": 300_000, "log_level": 0})
 
     def start(self) -> SteadyClicks:
         self._thread.start()
@@ -58,6 +63,7 @@ class SteadyClicks:
         def delivered(err, _msg, event_id=event_id, at_ms=at_ms):
             if err is not None:
                 self.failed += 1
+                self._fenced = self._fenced or err.fatal() or err.code() == KafkaError.PRODUCER_FENCED
             elif event_id is None:
                 self.bad_acked += 1
             else:
@@ -75,6 +81,11 @@ class SteadyClicks:
         while not self._stop.is_set():
             due = int(self.rate * (time.monotonic() - began)) - sent
             with self._lock:
+                if self._fenced:  # the broker fenced this producer id after an outage: carry on with a new one
+                    log.warning("click producer fenced by the broker; continuing with a new producer id")
+                    self.producer.purge()
+                    self.producer = self._new_producer()
+                    self._fenced = False
                 for _ in range(max(0, due)):
                     if self.rng.random() < self.bad_share:
                         self._produce(bad_payload(self.rng)[1], None, int(time.time() * 1000))

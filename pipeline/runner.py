@@ -55,6 +55,13 @@ def run_loop(job: MicroBatchJob, trigger_seconds: float, stop: threading.Event,
         return _loop(job, trigger_seconds, stop, max_batches, max_backoff)
 
 
+def _describe(exc: Exception) -> str:
+    """One line naming the real cause: for a JVM error, the Java exception rather than py4j's wrapper."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else f"{type(exc).__name__}: {exc}"
+    return (text.splitlines() or [""])[0][:300]
+
+
 class DiskFloor:
     """Holds batches back while the run directory's disk is nearly full.
 
@@ -103,8 +110,8 @@ def _loop(job: MicroBatchJob, trigger_seconds: float, stop: threading.Event,
             failures += 1
             metrics.BATCHES.labels(job.name, "failed").inc()
             delay = min(max_backoff, 2 ** min(failures, 5))
-            log.error("%s: batch failed (%s: %s); retrying in %.0fs from the committed offsets",
-                      job.name, type(exc).__name__, str(exc).splitlines()[0][:300], delay)
+            log.error("%s: batch failed (%s); retrying in %.0fs from the committed offsets",
+                      job.name, _describe(exc), delay)
             stop.wait(delay)
             try:
                 job.recover()

@@ -56,7 +56,7 @@ def clicks_caught_up(spark, s: Settings, ends: dict[int, int]) -> bool:
     if not spark.catalog.tableExists(s.catalog.clicks_table):
         return False
     committed = committed_offsets(spark, s.catalog.clicks_table).get(s.kafka.clicks_topic, {})
-    return all(committed.get(p, 0) >= end for p, end in ends.items())
+    return bool(committed) and all(committed.get(p, 0) >= end for p, end in ends.items())
 
 
 def caught_up_marker(s: Settings) -> tuple[dict[int, int], str]:
@@ -82,7 +82,7 @@ def wait_caught_up(spark, s: Settings, marker: tuple[dict[int, int], str], timeo
                 return time.monotonic() - began
         except Exception:  # noqa: BLE001 - the catalog or S3 may still be coming back
             pass
-        time.sleep(1.0)
+        time.sleep(2.0)
     return None
 
 

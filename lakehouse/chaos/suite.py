@@ -109,40 +109,49 @@ def run_chaos(settings: Settings, env: dict[str, str], stack, faults: list[Fault
     from pipeline.spark_session import build_session
 
     spark = build_session(settings, "lakehouse-chaos")
-    clicks = SteadyClicks(settings, rate).start()
-    changes = SteadyChanges(settings, change_rate).start()
     fleet = Fleet(env, out_dir / "logs").start()
-    ctx = Context(settings, stack, fleet, clicks, outage_seconds)
-    rows = [Row("warm-up", "jobs starting", None)]
     try:
-        progress(f"load: {rate:,.0f} click events/s and {change_rate:g} database changes/s; "
-                 f"jobs {', '.join(fleet.members)} starting (logs in {out_dir / 'logs'})")
-        rows[0].recovery_s = checks.wait_caught_up(spark, settings, checks.caught_up_marker(settings), 600)
-        if rows[0].recovery_s is None:
-            raise RuntimeError(f"the pipeline did not catch up within 600s of starting; see {out_dir / 'logs'}")
-        progress(f"warm-up: caught up after {rows[0].recovery_s:.0f}s")
-        for fault in faults:
-            crashes = fleet.crashes()
-            row = Row(fault.title, "", None, began_ms=int(time.time() * 1000))
-            row.note = fault.inject(ctx)
-            row.recovery_s = checks.wait_caught_up(spark, settings, checks.caught_up_marker(settings),
-                                                   recovery_timeout)
-            time.sleep(settle_seconds)
-            row.crashes = sum(fleet.crashes().values()) - sum(crashes.values())
-            rows.append(row)
-            shown = f"{row.recovery_s:.1f}s" if row.recovery_s is not None else f"NOT within {recovery_timeout:.0f}s"
-            progress(f"{fault.title}: {row.note}; caught up {shown}; crashes {row.crashes}")
-    finally:
-        clicks.stop()
-        changes.stop()
-    try:
-        report = _verify(spark, settings, rows, clicks, ctx.skewed_event_ids, recovery_timeout, progress)
+        clicks = SteadyClicks(settings, rate).start()
+        changes = SteadyChanges(settings, change_rate).start()
+        try:
+            rows, skewed = _inject_all(spark, settings, stack, fleet, clicks, faults, outage_seconds, settle_seconds,
+                                       recovery_timeout, progress, f"{rate:,.0f} click events/s and "
+                                       f"{change_rate:g} database changes/s", out_dir)
+        finally:
+            clicks.stop()
+            changes.stop()
+        report = _verify(spark, settings, rows, clicks, skewed, recovery_timeout, progress)
         report.changes_made = changes.made
     finally:
         fleet.stop()
         spark.stop()
     report.write_csv(out_dir / "chaos.csv")
     return report
+
+
+def _inject_all(spark, settings: Settings, stack, fleet: Fleet, clicks: SteadyClicks, faults: list[Fault],
+                outage_seconds: float, settle_seconds: float, recovery_timeout: float, progress, load: str,
+                out_dir: Path) -> tuple[list[Row], set[str]]:
+    """Warm up, then each fault in turn: inject, measure recovery, settle."""
+    ctx = Context(settings, stack, fleet, clicks, outage_seconds)
+    rows = [Row("warm-up", "jobs starting", None)]
+    progress(f"load: {load}; jobs {', '.join(fleet.members)} starting (logs in {out_dir / 'logs'})")
+    time.sleep(settle_seconds)  # so the warm-up marker stands behind real load, not an empty topic
+    rows[0].recovery_s = checks.wait_caught_up(spark, settings, checks.caught_up_marker(settings), 600)
+    if rows[0].recovery_s is None:
+        raise RuntimeError(f"the pipeline did not catch up within 600s of starting; see {out_dir / 'logs'}")
+    progress(f"warm-up: caught up after {rows[0].recovery_s:.0f}s")
+    for fault in faults:
+        crashes = sum(fleet.crashes().values())
+        row = Row(fault.title, "", None, began_ms=int(time.time() * 1000))
+        row.note = fault.inject(ctx)
+        row.recovery_s = checks.wait_caught_up(spark, settings, checks.caught_up_marker(settings), recovery_timeout)
+        time.sleep(settle_seconds)
+        row.crashes = sum(fleet.crashes().values()) - crashes
+        rows.append(row)
+        shown = f"{row.recovery_s:.1f}s" if row.recovery_s is not None else f"NOT within {recovery_timeout:.0f}s"
+        progress(f"{fault.title}: {row.note}; caught up {shown}; crashes {row.crashes}")
+    return rows, ctx.skewed_event_ids
 
 
 def _verify(spark, s: Settings, rows: list[Row], clicks: SteadyClicks, skewed: set[str], timeout: float,

@@ -54,7 +54,6 @@ def chaos(
     out = out or REPO_ROOT / "results" / f"chaos-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     with friendly_errors(), chaos_stack(REPO_ROOT / ".run-chaos", disk_mb, progress=console.log) as (s, env, stack):
-        env["LAKEHOUSE_MAINTENANCE__INTERVAL_SECONDS"] = "20"
         report = run_chaos(s, env, stack, [known[k] for k in keys], out, rate, change_rate, outage, settle,
                            recovery_timeout, progress=console.log)
     table = Table(title=f"chaos: {len(keys)} faults, {rate:,.0f} events/s + {change_rate:g} changes/s")

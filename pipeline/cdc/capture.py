@@ -101,13 +101,16 @@ class Capture:
         self.tables = list(settings.cdc_tables)
         self.server_id = server_id
         self.checkpoint_seconds = checkpoint_seconds
-        self.producer = Producer({"bootstrap.servers": settings.kafka.bootstrap, "enable.idempotence": True,
-                                  "linger.ms": 50, "log_level": 3})
+        self.producer = self._new_producer()
         self.failures: list = []
         with _connect(settings) as conn, conn.cursor() as cur:
             cur.execute("SELECT VERSION()")
             self.connector = "mariadb" if "mariadb" in cur.fetchone()[0].lower() else "mysql"
             self.keys = {t: self._primary_key(cur, t) for t in self.tables}
+
+    def _new_producer(self) -> Producer:
+        return Producer({"bootstrap.servers": self.settings.kafka.bootstrap, "enable.idempotence": True,
+                         "linger.ms": 50, "log_level": 3})
 
     def _primary_key(self, cur, table: str) -> list[str]:
         cur.execute("SELECT column_name FROM information_schema.key_column_usage WHERE table_schema=%s "
@@ -287,6 +290,10 @@ class Capture:
                 log.error("capture interrupted (%s: %s); resuming from the last checkpoint in %.0fs",
                           type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "", delay)
                 self.failures.clear()
+                # A fresh producer id: after an outage the broker may have fenced the old one for good
+                # (Tansu answers PRODUCER_FENCED to an idempotent producer after its S3 store came back).
+                self.producer.purge()
+                self.producer = self._new_producer()
                 stop.wait(delay)
 
     def _resume(self, stop: threading.Event) -> None:

@@ -60,15 +60,17 @@ class Actions:
         return "'" + table.split(".", 1)[1] + "'"  # the procedures take namespace.table
 
     def compact(self, table: str, sort: bool) -> ActionResult:
-        """Bin-pack small files (sorted by the table's sort order when ``sort``) into target-size files.
+        """Bin-pack files under target size (sorted by the table's sort order when ``sort``).
 
-        Only files below ``small_file_mb`` are rewritten: files an earlier pass already made
-        big stay put, so a day-partition is not re-sorted from scratch every pass (that work
-        would grow with the partition, all day long).
+        The pass is triggered by small files (``small_file_mb``) piling up in a partition;
+        it rewrites every file under 75 % of ``target_file_mb`` (Iceberg's default
+        ``min-file-size-bytes``): the new small files plus the last pass's remainder. Files
+        already near target size stay put, so a pass costs the same all day long, and
+        files do not stall just above the small-file size (the hour-long soak found them
+        accumulating there, ~0.75 files a minute at 2,000 events/s).
         """
         target = self.settings.target_file_mb * 1024 * 1024
-        small = int(self.settings.small_file_mb * 1024 * 1024)
-        options = {"min-input-files": "2", "target-file-size-bytes": str(target), "min-file-size-bytes": str(small),
+        options = {"min-input-files": "2", "target-file-size-bytes": str(target),
                    "partial-progress.enabled": "true", "partial-progress.max-commits": "10"}
         rows = self.call("rewrite_data_files", table=self._name(table),
                          strategy="'sort'" if sort else "'binpack'", options=_map(options))
