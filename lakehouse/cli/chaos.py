@@ -62,7 +62,7 @@ def chaos(
     for row in report.rows:
         recovered = f"{row.recovery_s:.1f}" if row.recovery_s is not None else "[red]no[/]"
         table.add_row(row.fault, recovered, str(row.lost), str(row.duplicated), str(row.crashes), row.note)
-    console.print(table)
+    console.print(table, width=max(console.width, 150))
     console.print(f"acknowledged events {report.acknowledged:,}, rows committed {report.committed:,} "
                   f"(+{report.unacknowledged_landed} whose acknowledgement was lost); database changes "
                   f"{report.changes_made:,}, dimensions equal to MariaDB: {report.dims_equal}; live aggregates "
