@@ -9,7 +9,7 @@ LAKEHOUSE := $(BIN)/lakehouse
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install debs artifacts checkov demo test down-local status-local clean bench-ingest bench-load bench-cdc soak chaos \
+.PHONY: help install debs artifacts checkov demo test down-local status-local clean bench-ingest bench-load bench-cdc soak chaos test-chaos \
         up down status trino load k8s-generate k8s-validate k8s-crds
 
 help: ## List the targets
@@ -45,7 +45,10 @@ demo: install ## The whole story on the local stack (KEEP=1 leaves the stack up 
 	@$(LAKEHOUSE) demo $(if $(KEEP),--keep-running,)
 
 test: install ## The test suite (starts its own stack on shifted ports)
-	@$(BIN)/pytest $(PYTEST_ARGS)
+	@$(BIN)/pytest -m "not chaos" $(PYTEST_ARGS)
+
+test-chaos: install ## The chaos suite's CI subset as a test (~18 min; its own stack on ports +200)
+	@$(BIN)/pytest -m chaos $(PYTEST_ARGS)
 
 status-local: ## Status of the local stack
 	@$(LAKEHOUSE) stack status

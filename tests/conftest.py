@@ -14,7 +14,8 @@ import pytest
 
 from lakehouse.settings import REPO_ROOT, load_settings, side_by_side_env
 
-PORT_SHIFT = 100
+# Another shift (LAKEHOUSE_TEST_PORT_SHIFT) lets a second checkout's suite run beside this one.
+PORT_SHIFT = int(os.environ.get("LAKEHOUSE_TEST_PORT_SHIFT", "100"))
 
 
 

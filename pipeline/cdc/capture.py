@@ -55,10 +55,14 @@ class BrokerUnacknowledged(RuntimeError):
     """Kafka did not confirm published changes in time (the broker is down or restarting)."""
 
 
+class PositionUnreadable(RuntimeError):
+    """The position topic has checkpoints but the broker did not hand them over in time."""
+
+
 # Faults the capture outlives by resuming from its last checkpoint: the source or the
 # broker restarting. Anything else (a schema change, bad credentials) stops it.
 TRANSIENT = (pymysql.err.OperationalError, pymysql.err.InterfaceError, KafkaException, BrokerUnacknowledged,
-             ConnectionError)
+             PositionUnreadable, ConnectionError)
 
 
 def _connect(settings: Settings, **extra):
@@ -76,8 +80,12 @@ def read_checkpoint(settings: Settings) -> dict | None:
         tp = TopicPartition(settings.cdc_position_topic, 0)
         try:
             low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-        except KafkaException:
-            return None  # no position topic yet: nothing was ever captured
+        except KafkaException as exc:
+            if exc.args[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+                return None  # no position topic yet: nothing was ever captured
+            raise  # the broker is unreachable: NOT a reason to snapshot again (deletes since would be lost)
+        if high <= low:
+            return None  # nothing ever checkpointed
         consumer.assign([TopicPartition(tp.topic, 0, max(low, high - 50))])
         last, deadline = None, time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -89,6 +97,9 @@ def read_checkpoint(settings: Settings) -> dict | None:
                     break
                 continue
             last = json.loads(msg.value())
+        if last is None:
+            raise PositionUnreadable(f"{tp.topic} holds checkpoints {low}..{high - 1} but none could be read "
+                                     f"within 15s (broker restarting?)")
         return last
     finally:
         consumer.close()
