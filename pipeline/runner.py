@@ -56,10 +56,22 @@ def run_loop(job: MicroBatchJob, trigger_seconds: float, stop: threading.Event,
 
 
 def _describe(exc: Exception) -> str:
-    """One line naming the real cause: for a JVM error, the Java exception rather than py4j's wrapper."""
+    """One line naming the real cause, not a wrapper.
+
+    For a JVM error that is the Java exception rather than py4j's wrapper; for an error
+    raised in a Python worker (PySpark's PythonException, whose text opens with a blank
+    line and a banner) it is the traceback's last line, the worker's own exception.
+    """
     java = getattr(exc, "java_exception", None)
-    text = str(java.toString()) if java is not None else f"{type(exc).__name__}: {exc}"
-    return (text.splitlines() or [""])[0][:300]
+    if java is not None:
+        lines = [line.strip() for line in str(java.toString()).splitlines() if line.strip()]
+        return (lines or [""])[0][:300]
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        cause = lines[-1]
+    else:
+        cause = lines[0] if lines else ""
+    return f"{type(exc).__name__}: {cause}"[:300]
 
 
 class DiskFloor:
