@@ -59,6 +59,17 @@ class KafkaSettings(_Service):
     clicks_partitions: int = Field(3, ge=1, le=64)
     cdc_topic_prefix: str = "cdc.shop"
     cdc_partitions: int = Field(1, ge=1, le=64)
+    producer_linger_ms: int = Field(
+        500, ge=0, le=5000,
+        description="How long the long-running producers (CDC capture, the chaos suite's load) gather records "
+                    "into one batch. Tansu's S3 engine stores each batch as one object and lists a partition's "
+                    "objects on every fetch, so fewer, larger batches keep reads fast as a topic grows.",
+    )
+    probe_timeout_seconds: float = Field(
+        5.0, gt=0, le=120,
+        description="How long the planner waits for a fetch answer at a partition's tail before it plans to "
+                    "the end the broker lists instead (which may be short: the rest comes next batch).",
+    )
 
     @property
     def bootstrap(self) -> str:

@@ -28,7 +28,7 @@ class SteadyClicks:
     def __init__(self, settings: Settings, rate: float, bad_share: float = 0.01, seed: int = 5):
         self.topic, self.rate, self.bad_share = settings.kafka.clicks_topic, rate, bad_share
         self.rng = random.Random(seed)
-        self.bootstrap = settings.kafka.bootstrap
+        self.bootstrap, self.linger_ms = settings.kafka.bootstrap, settings.kafka.producer_linger_ms
         self.producer = self._new_producer()
         self._fenced = False
         self.acked: dict[str, int] = {}  # eventId -> produce time (epoch ms)
@@ -39,7 +39,7 @@ class SteadyClicks:
         self._thread = threading.Thread(target=self._run, name="steady-clicks", daemon=True)
 
     def _new_producer(self) -> Producer:
-        return Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 100,
+        return Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": self.linger_ms,
                          "message.timeout.ms": 300_000, "log_level": 0})
 
     def start(self) -> SteadyClicks:

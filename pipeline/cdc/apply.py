@@ -120,7 +120,7 @@ class DimensionApplyJob:
         self.targets = targets(settings)
         self.tables = [t.table for t in self.targets.values()]
         self.planner = Planner(settings.kafka.bootstrap, list(self.targets), settings.pipeline.max_records_per_partition,
-                               settings.pipeline.on_offsets_expired)
+                               settings.pipeline.on_offsets_expired, settings.kafka.probe_timeout_seconds)
         self.recover()
 
     def recover(self) -> None:

@@ -121,7 +121,7 @@ class Capture:
 
     def _new_producer(self) -> Producer:
         return Producer({"bootstrap.servers": self.settings.kafka.bootstrap, "enable.idempotence": True,
-                         "linger.ms": 50, "log_level": 3})
+                         "linger.ms": self.settings.kafka.producer_linger_ms, "log_level": 3})
 
     def _primary_key(self, cur, table: str) -> list[str]:
         cur.execute("SELECT column_name FROM information_schema.key_column_usage WHERE table_schema=%s "

@@ -81,15 +81,7 @@ class Planner:
                 if msg.topic() is None or msg.partition() is None:
                     continue  # not about one partition: keep waiting
             pending.discard((msg.topic(), msg.partition()))
-        out = {}
-        for topic, part in sorted(pending):
-            # No fetch answer: an offset outside the log gets none on some brokers. Ask ListOffsets
-            # (whose end may be short, but an offset beyond it with no fetch reply is out of range).
-            low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=10, cached=False)
-            if low <= starts[(topic, part)] <= high:
-                raise TimeoutError(f"no fetch response within {self.probe_timeout}s for {topic}[{part}]; "
-                                   "is the broker up?")
-            out[(topic, part)] = Watermarks(low=max(low, 0), high=high)
+        out = {(topic, part): self._unanswered(topic, part, starts[(topic, part)]) for topic, part in sorted(pending)}
         for topic, part in starts:
             if (topic, part) in out:
                 continue
@@ -102,6 +94,25 @@ class Planner:
             self._last_high[(topic, part)] = high
             out[(topic, part)] = Watermarks(low=max(low, 0), high=high)
         return out
+
+    def _unanswered(self, topic: str, part: int, start: int) -> Watermarks:
+        """Watermarks for a partition whose tail fetch got no answer in time: ask ListOffsets instead.
+
+        A slow broker is not a lost log. Tansu's S3 engine lists every stored batch of a
+        partition on each fetch, so a long topic can answer slower than the probe waits;
+        then the batch is planned up to the end ListOffsets gives (which may be short: the
+        rest comes next batch). Only an offset beyond both that end and any end this
+        planner has seen answered is taken as outside the log (some brokers never answer
+        a fetch there), and ``plan`` reports it.
+        """
+        low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=10, cached=False)
+        seen = self._last_high.get((topic, part), -1)
+        if low <= start <= high or low <= start <= seen:
+            log.warning("no fetch answer within %.1fs for %s[%s]; planning to the broker's listed end %s "
+                        "(raise LAKEHOUSE_KAFKA__PROBE_TIMEOUT_SECONDS if this repeats)",
+                        self.probe_timeout, topic, part, max(start, high))
+            return Watermarks(low=max(low, 0), high=max(start, high))
+        return Watermarks(low=max(low, 0), high=high)
 
     def plan(self, committed: dict[str, dict[int, int]]) -> tuple[list[OffsetRange], dict[tuple[str, int], Watermarks]]:
         """Ranges from the committed offsets to the current end, capped per partition."""

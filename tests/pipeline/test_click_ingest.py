@@ -139,6 +139,28 @@ def test_offsets_outside_retained_range_follow_the_setting(spark, click_settings
         planner.close()
 
 
+def test_a_tail_probe_without_answer_plans_to_the_listed_end(click_settings, producer):
+    """A broker slower than the probe (Tansu's S3 engine on a long topic) delays a batch, never fails it.
+
+    A probe timeout far below one round trip makes every tail fetch go unanswered on the
+    real broker; the plan must then come from ListOffsets, stay inside what was written,
+    and still report an offset beyond the log.
+    """
+    from pipeline.kafka_source.planner import OffsetsExpiredError, Planner
+
+    producer.send(30)
+    topic = click_settings.kafka.clicks_topic
+    planner = Planner(click_settings.kafka.bootstrap, [topic], 1000, probe_timeout=1e-6)
+    try:
+        ranges, _ = planner.plan({})
+        assert all(r.start == 0 and 0 <= r.end for r in ranges)
+        assert sum(r.end for r in ranges) <= 30
+        with pytest.raises(OffsetsExpiredError):
+            planner.plan({topic: {0: 10_000_000}})
+    finally:
+        planner.close()
+
+
 def test_metrics_describe_the_batches(spark, click_settings, producer):
     from prometheus_client import REGISTRY
 
