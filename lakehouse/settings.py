@@ -65,6 +65,12 @@ class KafkaSettings(_Service):
                     "into one batch. Tansu's S3 engine stores each batch as one object and lists a partition's "
                     "objects on every fetch, so fewer, larger batches keep reads fast as a topic grows.",
     )
+    fetch_wait_max_ms: int = Field(
+        2000, ge=100, le=30_000,
+        description="The pipeline consumers' fetch.wait.max.ms. Tansu answers a fetch only if listing the "
+                    "partition's stored batches finishes inside this wait; below it a long topic is never "
+                    "answered at all. Real Kafka answers as soon as data exists, so a long wait costs nothing.",
+    )
     probe_timeout_seconds: float = Field(
         5.0, gt=0, le=120,
         description="How long the planner waits for a fetch answer at a partition's tail before it plans to "

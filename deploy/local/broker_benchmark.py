@@ -83,3 +83,51 @@ def compare(settings: Settings, messages: int = 200_000) -> list[BrokerFigures]:
         proc.terminate()
         proc.wait(10)
     return figures
+
+
+@dataclass
+class TailFetch:
+    batches: int  # producer batches stored in the partition (one object each on the S3 engine)
+    fetch_s: float  # first record of a fetch at the partition's last offset
+
+
+def tail_fetch_seconds(bootstrap: str, topic: str, offset: int, timeout: float = 60.0) -> float:
+    """Seconds until a fresh consumer's fetch at ``offset`` returns a record (``timeout`` if none)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                         "log_level": 0})
+    began = time.monotonic()
+    try:
+        consumer.assign([TopicPartition(topic, 0, offset)])
+        while time.monotonic() - began < timeout:
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                break
+        return time.monotonic() - began
+    finally:
+        consumer.close()
+
+
+def fetch_cost_by_size(bootstrap: str, checkpoints: tuple[int, ...] = (500, 1000, 2000, 4000, 8000),
+                       per_batch: int = 10, progress=print) -> list[TailFetch]:
+    """How a fetch at the tail slows as a partition stores more producer batches.
+
+    Why it matters: Tansu's S3 engine keeps each batch as one object and lists all of a
+    partition's objects on every fetch, so the cost of reading new data grows with the
+    topic's history, not with the data read. This is what ``kafka.producer_linger_ms``
+    (fewer, larger batches) and the planner's ListOffsets fallback are for.
+    """
+    topic = f"broker-growth-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})  # kept alive until the topic exists
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000, "batch.num.messages": per_batch,
+                         "log_level": 0})
+    figures, stored = [], 0
+    for target in sorted(checkpoints):
+        while stored < target:  # one flushed batch of `per_batch` records at a time
+            for _ in range(per_batch):
+                producer.produce(topic, b"x" * 200, partition=0)
+            producer.flush(60)
+            stored += 1
+        figures.append(TailFetch(stored, tail_fetch_seconds(bootstrap, topic, stored * per_batch - 1)))
+        progress(f"{stored:,} batches stored: tail fetch {figures[-1].fetch_s:.2f}s")
+    return figures

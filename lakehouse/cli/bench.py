@@ -133,6 +133,21 @@ def broker(messages: Annotated[int, typer.Option(help="Messages per engine (abou
                     for f in figures])
 
 
+@app.command("broker-growth")
+def broker_growth(
+    batches: Annotated[int, typer.Option(help="Producer batches to store in the end (10 records each).")] = 8000,
+) -> None:
+    """Seconds for a fetch at a partition's tail as it stores more producer batches (the stack's broker)."""
+    from deploy.local.broker_benchmark import fetch_cost_by_size
+
+    steps = tuple(n for n in (500, 1000, 2000, 4000, 8000, 16000, 32000) if n < batches) + (batches,)
+    settings = settings_or_exit()
+    with friendly_errors():
+        figures = fetch_cost_by_size(settings.kafka.bootstrap, steps, progress=console.log)
+    _print_figures(f"tail fetch on the stack's broker ({settings.kafka.storage} engine) by batches stored",
+                   [(f"{f.batches:,} batches", f"{f.fetch_s:.2f} s") for f in figures])
+
+
 @app.command()
 def soak(
     rate: Annotated[float, typer.Option(help="ClickEvents per second, steady.")] = 2000,

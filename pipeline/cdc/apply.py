@@ -120,7 +120,8 @@ class DimensionApplyJob:
         self.targets = targets(settings)
         self.tables = [t.table for t in self.targets.values()]
         self.planner = Planner(settings.kafka.bootstrap, list(self.targets), settings.pipeline.max_records_per_partition,
-                               settings.pipeline.on_offsets_expired, settings.kafka.probe_timeout_seconds)
+                               settings.pipeline.on_offsets_expired, settings.kafka.probe_timeout_seconds,
+                               settings.kafka.fetch_wait_max_ms)
         self.recover()
 
     def recover(self) -> None:
@@ -144,7 +145,8 @@ class DimensionApplyJob:
         keys = {topic: t.key for topic, t in self.targets.items()}
         changes = (self.spark.createDataFrame([(r.topic, r.partition, r.start, r.end) for r in work], RANGE_DDL)
                    .repartition(len(work))
-                   .mapInArrow(fetcher(self.settings.kafka.bootstrap, functools.partial(parse_changes, keys=keys)),
+                   .mapInArrow(fetcher(self.settings.kafka.bootstrap, functools.partial(parse_changes, keys=keys),
+                                       fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms),
                                CHANGE_DDL)
                    .persist())
         total = 0

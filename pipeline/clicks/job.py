@@ -57,7 +57,7 @@ class ClickIngestJob:
         self.dimensions = DimensionCache(spark, settings)
         self.planner = Planner(settings.kafka.bootstrap, [settings.kafka.clicks_topic],
                                pipe.max_records_per_partition, pipe.on_offsets_expired,
-                               settings.kafka.probe_timeout_seconds)
+                               settings.kafka.probe_timeout_seconds, settings.kafka.fetch_wait_max_ms)
         self.limits = Limits(max_bytes=pipe.max_event_bytes, max_age_ms=pipe.max_event_age_days * 86_400_000,
                              max_future_ms=pipe.max_event_future_seconds * 1000)
         self.clicks_table, self.dead_table = cat.clicks_table, cat.dead_letter_table
@@ -77,7 +77,8 @@ class ClickIngestJob:
         rows = [(r.topic, r.partition, r.start, r.end) for r in ranges]
         transform = functools.partial(parse_batch, limits=self.limits)
         return (self.spark.createDataFrame(rows, RANGE_DDL).repartition(len(rows))
-                .mapInArrow(fetcher(self.settings.kafka.bootstrap, transform), PARSED_DDL))
+                .mapInArrow(fetcher(self.settings.kafka.bootstrap, transform,
+                                    fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms), PARSED_DDL))
 
     def _commit(self, df: DataFrame, table: str, offsets: dict[str, dict[int, int]]) -> float:
         began = time.monotonic()

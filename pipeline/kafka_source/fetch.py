@@ -29,7 +29,7 @@ class RangeReadError(RuntimeError):
     """A planned range could not be read completely within the time limit."""
 
 
-def _consumer(bootstrap: str):
+def _consumer(bootstrap: str, fetch_wait_ms: int):
     from confluent_kafka import Consumer
 
     return Consumer({
@@ -38,19 +38,20 @@ def _consumer(bootstrap: str):
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "error",
-        "fetch.wait.max.ms": 100,
+        "fetch.wait.max.ms": fetch_wait_ms,  # see kafka.fetch_wait_max_ms
         "log_level": 3,
     })
 
 
 def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
-               batch_rows: int = 20_000, timeout_s: float = 60.0) -> Iterator[pa.RecordBatch]:
+               batch_rows: int = 20_000, timeout_s: float = 60.0, fetch_wait_ms: int = 2000
+               ) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches holding exactly the records at offsets [start, end)."""
     from confluent_kafka import KafkaError, TopicPartition
 
     if end <= start:
         return
-    consumer = _consumer(bootstrap)
+    consumer = _consumer(bootstrap, fetch_wait_ms)
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
         cols: dict[str, list] = {name: [] for name in RAW_SCHEMA.names}
@@ -91,13 +92,14 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
 
 
 def fetcher(bootstrap: str, transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
-            timeout_s: float = 60.0) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+            timeout_s: float = 60.0, fetch_wait_ms: int = 2000) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function to give ``mapInArrow``: ranges in, (transformed) records out."""
 
     def run(range_batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in range_batches:
             for r in batch.to_pylist():
-                for raw in read_range(bootstrap, r["topic"], r["partition"], r["start"], r["end"], timeout_s=timeout_s):
+                for raw in read_range(bootstrap, r["topic"], r["partition"], r["start"], r["end"], timeout_s=timeout_s,
+                                      fetch_wait_ms=fetch_wait_ms):
                     yield transform(raw) if transform else raw
 
     return run

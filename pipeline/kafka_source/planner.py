@@ -32,7 +32,7 @@ class Watermarks:
 
 class Planner:
     def __init__(self, bootstrap: str, topics: list[str], max_per_partition: int, on_expired: str = "fail",
-                 probe_timeout: float = 5.0):
+                 probe_timeout: float = 5.0, fetch_wait_ms: int = 2000):
         self.topics = topics
         self.max_per_partition = max_per_partition
         self.on_expired = on_expired
@@ -45,7 +45,7 @@ class Planner:
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "error",
-            "fetch.wait.max.ms": 50,
+            "fetch.wait.max.ms": fetch_wait_ms,  # the probe's record exists: real Kafka answers at once
             "max.partition.fetch.bytes": 65536,
             "log_level": 3,
         })
