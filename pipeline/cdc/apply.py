@@ -119,9 +119,7 @@ class DimensionApplyJob:
         ensure_dimension_tables(spark, settings)
         self.targets = targets(settings)
         self.tables = [t.table for t in self.targets.values()]
-        self.planner = Planner(settings.kafka.bootstrap, list(self.targets), settings.pipeline.max_records_per_partition,
-                               settings.pipeline.on_offsets_expired, settings.kafka.probe_timeout_seconds,
-                               settings.kafka.fetch_wait_max_ms)
+        self.planner = Planner.from_settings(settings, list(self.targets))
         self.recover()
 
     def recover(self) -> None:

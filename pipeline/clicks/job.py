@@ -55,9 +55,7 @@ class ClickIngestJob:
         ensure_clicks_tables(spark, settings)
         ensure_dimension_tables(spark, settings)
         self.dimensions = DimensionCache(spark, settings)
-        self.planner = Planner(settings.kafka.bootstrap, [settings.kafka.clicks_topic],
-                               pipe.max_records_per_partition, pipe.on_offsets_expired,
-                               settings.kafka.probe_timeout_seconds, settings.kafka.fetch_wait_max_ms)
+        self.planner = Planner.from_settings(settings, [settings.kafka.clicks_topic])
         self.limits = Limits(max_bytes=pipe.max_event_bytes, max_age_ms=pipe.max_event_age_days * 86_400_000,
                              max_future_ms=pipe.max_event_future_seconds * 1000)
         self.clicks_table, self.dead_table = cat.clicks_table, cat.dead_letter_table

@@ -12,10 +12,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from pipeline.kafka_source.ranges import OffsetRange
+
+if TYPE_CHECKING:
+    from lakehouse.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +53,13 @@ class Planner:
             "max.partition.fetch.bytes": 65536,
             "log_level": 3,
         })
+
+    @classmethod
+    def from_settings(cls, settings: Settings, topics: list[str]) -> Planner:
+        """The planner every pipeline job uses: limits and waits from the one settings object."""
+        return cls(settings.kafka.bootstrap, topics, settings.pipeline.max_records_per_partition,
+                   settings.pipeline.on_offsets_expired, settings.kafka.probe_timeout_seconds,
+                   settings.kafka.fetch_wait_max_ms)
 
     def close(self) -> None:
         self._consumer.close()
