@@ -222,6 +222,10 @@ class PipelineSettings(BaseModel):
                              "executors and classpath.")
     spark_driver_memory: str = "1g"
     spark_shuffle_partitions: int = Field(4, ge=1)
+    writer_pool_weight: int = Field(
+        8, ge=1, description="Spark FAIR-scheduler weight of the writers' pools (clicks, dims, aggregate) against "
+                             "maintenance's (1) when they share an application: a free core goes to a writer's "
+                             "batch first, so compaction uses what the writers leave.")
     aggregate_trigger_seconds: float = Field(2.0, gt=0, description="Micro-batch interval of the live aggregates.")
     aggregate_on_snapshot_expired: Literal["rebuild", "fail"] = Field(
         "rebuild", description="When the live aggregates' position was expired by maintenance: recompute the "

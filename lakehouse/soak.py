@@ -18,6 +18,7 @@ exactly once (by eventId) and the goals are checked:
 from __future__ import annotations
 
 import csv
+import math
 import os
 import socket
 import statistics
@@ -56,6 +57,10 @@ class Sample:
     manifest_bytes: int
     query_ms: float  # median over the soak queries, each the best of three runs
     freshness_p95_s: float
+    batch_s_mean: float = 0.0  # the click job's mean micro-batch wall time in the window
+    compact_s: float = 0.0  # wall seconds the maintenance service spent compacting in the window
+    expire_s: float = 0.0  # ... expiring snapshots
+    other_maintenance_s: float = 0.0  # ... on every other action
 
 
 @dataclass
@@ -79,6 +84,12 @@ class SoakResult:
     def duplicated_in_kafka(self) -> int:
         """Events the producer wrote to Kafka twice (same eventId, different offsets)."""
         return self.distinct_offsets - self.distinct_ids
+
+    def freshness_summary(self) -> str:
+        """First / last / worst freshness p95 over the windows that committed something (the final
+        sample, taken after the producer stopped, has none)."""
+        p95s = [x.freshness_p95_s for x in self.samples if not math.isnan(x.freshness_p95_s)]
+        return f"{p95s[0]} / {p95s[-1]} / {max(p95s)}" if p95s else "no window committed anything"
 
     @property
     def drift(self) -> float:
@@ -132,6 +143,32 @@ def private_broker(settings: Settings, log_path: Path) -> Iterator[Settings]:
             process.kill()
 
 
+def _histogram_sums(histogram) -> dict[str, tuple[float, float]]:
+    """(sum, count) so far of a one-label prometheus Histogram, by label value: diff two to get a window."""
+    totals: dict[str, list[float]] = {}
+    for family in histogram.collect():
+        for sample in family.samples:
+            label = next(iter(sample.labels.values()), "")
+            if sample.name.endswith("_sum"):
+                totals.setdefault(label, [0.0, 0.0])[0] = sample.value
+            elif sample.name.endswith("_count"):
+                totals.setdefault(label, [0.0, 0.0])[1] = sample.value
+    return {k: (v[0], v[1]) for k, v in totals.items()}
+
+
+def _window_activity(before: dict, after: dict, batches_before: dict, batches_after: dict) -> dict[str, float]:
+    """What the writer and the maintenance service spent in one window: to see which one took the cores."""
+    def spent(totals_before, totals_after, key):
+        return totals_after.get(key, (0.0, 0.0))[0] - totals_before.get(key, (0.0, 0.0))[0]
+
+    b0, b1 = batches_before.get("clicks", (0.0, 0.0)), batches_after.get("clicks", (0.0, 0.0))
+    batches = b1[1] - b0[1]
+    other = sum(spent(before, after, k) for k in after if k not in ("compact", "expire"))
+    return {"batch_s_mean": round((b1[0] - b0[0]) / batches, 2) if batches else 0.0,
+            "compact_s": round(spent(before, after, "compact"), 1),
+            "expire_s": round(spent(before, after, "expire"), 1), "other_maintenance_s": round(other, 1)}
+
+
 def _query_ms(engine) -> float:
     times = []
     for template in SOAK_QUERIES.values():
@@ -152,7 +189,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     from deploy.local.services.broker import admin_client
     from pipeline.app import run_jobs
     from pipeline.benchmark import bench_settings
-    from pipeline.metrics import E2E_LATENCY, window_quantile
+    from pipeline.metrics import BATCH_SECONDS, E2E_LATENCY, MAINTENANCE_SECONDS, window_quantile
     from pipeline.clicks.job import ClickIngestJob
     from pipeline.kafka_source.planner import records_in_topic
     from pipeline.spark_session import build_session
@@ -177,6 +214,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     samples: list[Sample] = []
     began = time.monotonic()
     seen = E2E_LATENCY.counts(s.catalog.clicks_table)
+    maintenance_seen, batches_seen = _histogram_sums(MAINTENANCE_SECONDS), _histogram_sums(BATCH_SECONDS)
     progress(f"soak: {rate:,.0f} events/s for {duration:.0f} s into {s.kafka.clicks_topic}, sample every {every:.0f} s")
     try:
         while True:
@@ -185,14 +223,18 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
             worst, files, deletes, snaps, manifest_bytes = _shape(spark, table)
             committed = spark.table(table).count()
             now = E2E_LATENCY.counts(s.catalog.clicks_table)
+            maintenance_now, batches_now = _histogram_sums(MAINTENANCE_SECONDS), _histogram_sums(BATCH_SECONDS)
             sample = Sample(round(time.monotonic() - began, 1), committed, worst, files, deletes, snaps,
                             manifest_bytes, round(_query_ms(engine), 1),
-                            round(window_quantile(E2E_LATENCY.buckets, seen, now, 0.95), 2))
-            seen = now
+                            round(window_quantile(E2E_LATENCY.buckets, seen, now, 0.95), 2),
+                            **_window_activity(maintenance_seen, maintenance_now, batches_seen, batches_now))
+            seen, maintenance_seen, batches_seen = now, maintenance_now, batches_now
             samples.append(sample)
             progress(f"  t={sample.elapsed_s:>6.0f}s rows={committed:>9,} files/partition={worst:>3} "
                      f"deletes={deletes} snapshots={snaps:>3} manifests={manifest_bytes / 1024:,.0f} KiB "
-                     f"queries={sample.query_ms:,.0f} ms freshness p95={sample.freshness_p95_s} s")
+                     f"queries={sample.query_ms:,.0f} ms freshness p95={sample.freshness_p95_s} s "
+                     f"batch={sample.batch_s_mean} s maintenance: compact={sample.compact_s} s "
+                     f"expire={sample.expire_s} s other={sample.other_maintenance_s} s")
             if finished:
                 break
         progress(producer.stdout.read().strip() if producer.stdout else "")
@@ -265,6 +307,15 @@ def _write(r: SoakResult) -> None:
         ax.grid(alpha=0.3)
     axes.flat[0].axhline(MAX_FILES_PER_PARTITION, color="red", linestyle="--", label="goal")
     axes.flat[0].legend()
+    busy = axes.flat[3].twinx()  # what maintenance took in each window, behind the freshness it may cost
+    width = (minutes[1] - minutes[0]) * 0.6 if len(minutes) > 1 else 0.5
+    compact, expire = [x.compact_s for x in r.samples], [x.expire_s for x in r.samples]
+    busy.bar(minutes, compact, width=width, alpha=0.25, color="tab:orange", label="compact")
+    busy.bar(minutes, expire, width=width, bottom=compact, alpha=0.25, color="tab:red", label="expire")
+    busy.bar(minutes, [x.other_maintenance_s for x in r.samples], width=width,
+             bottom=[c + e for c, e in zip(compact, expire, strict=True)], alpha=0.25, color="tab:gray", label="other")
+    busy.set_ylabel("maintenance seconds in the window")
+    busy.legend(loc="upper right")
     fig.suptitle("Soak: the tables stay small and fast under steady load with maintenance on")
     fig.savefig(r.out_dir / "soak.png", dpi=110)
     plt.close(fig)

@@ -15,7 +15,7 @@ from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 #: 100 ms to 10 min, dense around the seconds-level freshness goal
-LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 ROWS = Counter("lakehouse_pipeline_rows_total", "Rows seen by a job, by stage (in, valid, dead_letter).",
                ["pipeline", "stage"])

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 from deploy.artifacts import jar_paths
 from lakehouse.catalog import java_catalog_properties
@@ -27,6 +29,7 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.scheduler.mode": "FAIR",
+        "spark.scheduler.allocation.file": str(scheduler_pools(settings)),
         "spark.sql.adaptive.enabled": "true",
         # Live commit locks heartbeat often enough that pipeline.commit_locks never frees them.
         "spark.hadoop.iceberg.hive.lock-heartbeat-interval-ms": str(int(settings.metastore.stale_lock_seconds * 1000 / 3)),
@@ -46,6 +49,24 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
             "spark.pyspark.driver.python": sys.executable,
         })
     return conf
+
+
+#: The jobs that write for readers (pipeline.app's names); maintenance ("maintain") keeps Spark's default pool.
+WRITER_POOLS = ("clicks", "dims", "aggregate")
+
+
+def scheduler_pools(settings: Settings) -> Path:
+    """The FAIR-scheduler pools file: writers outweigh maintenance, each writer is owed one core.
+
+    Written at session start from the settings (nothing to keep in sync by hand). Without it
+    every pool weighs the same and a compaction's tasks take half the cores from a batch.
+    """
+    weight = settings.pipeline.writer_pool_weight
+    pools = "".join(f'  <pool name="{name}"><schedulingMode>FIFO</schedulingMode><weight>{weight}</weight>'
+                    f'<minShare>1</minShare></pool>\n' for name in WRITER_POOLS)
+    path = Path(tempfile.gettempdir()) / f"lakehouse-fairscheduler-{os.getuid()}-w{weight}.xml"
+    path.write_text(f"<?xml version=\"1.0\"?>\n<allocations>\n{pools}</allocations>\n")
+    return path
 
 
 def build_session(settings: Settings, app_name: str, master: str | None = None):

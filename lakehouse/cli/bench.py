@@ -197,7 +197,7 @@ def soak(
         ("snapshots first / last", f"{first.snapshots} / {last.snapshots}"),
         ("manifest KiB first / last", f"{first.manifest_bytes / 1024:,.0f} / {last.manifest_bytes / 1024:,.0f}"),
         ("query ms first / last (drift)", f"{first.query_ms:,.0f} / {last.query_ms:,.0f} ({result.drift:+.0%})"),
-        ("freshness p95 s first / last", f"{first.freshness_p95_s} / {last.freshness_p95_s}"),
+        ("freshness p95 s first / last / worst", result.freshness_summary()),
     ])
     console.print(f"samples: {out / 'soak.csv'}, plot: {out / 'soak.png'}")
     _report(settings, out, time.monotonic() - began)

@@ -85,10 +85,11 @@ class MaintenanceJob:
             result = self.actions.expire(table, health, now_ms)
         else:
             result = self.actions.remove_orphans(table, now_ms)
-        metrics.MAINTENANCE_SECONDS.labels(action).observe(time.monotonic() - began)
+        seconds = time.monotonic() - began
+        metrics.MAINTENANCE_SECONDS.labels(action).observe(seconds)
         metrics.MAINTENANCE_FILES.labels(table, action).inc(result.files_rewritten)
         metrics.MAINTENANCE_BYTES.labels(table).inc(result.bytes_rewritten)
         metrics.MAINTENANCE_EXPIRED.labels(table).inc(result.snapshots_expired)
         metrics.MAINTENANCE_ORPHANS.labels(table).inc(result.orphans_removed)
-        log.info("maintenance %s on %s: %s", action, table, result)
+        log.info("maintenance %s on %s in %.1f s: %s", action, table, seconds, result)
         return result
