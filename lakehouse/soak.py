@@ -7,7 +7,9 @@ in the fullest day-partition, delete files, snapshots, manifest bytes, the laten
 fixed set of queries (DuckDB, as a reader outside Spark sees the table) and the
 freshness p95 of that window (produce -> commit, from the writer's latency histogram:
 a scan of the table would count compacted rows as committed when compaction rewrote
-them). At the end every produced event must be in the table
+them), and what the window cost: the click job's mean batch time and the seconds the
+maintenance service spent per action, so a freshness change can be traced to what took
+the cores. At the end every produced event must be in the table
 exactly once (by eventId) and the goals are checked:
 
 - live data files per day-partition <= 64 at every sample;

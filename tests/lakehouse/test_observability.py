@@ -13,6 +13,13 @@ from queries.freshness_probe import COMMIT_AGE, probe_once
 from tests.pipeline.aggregate_support import append_clicks, click_rows
 
 
+def one_second_each(n: int) -> list[int]:
+    """Histogram counts (one per bucket, then +Inf) of n latencies of one second."""
+    counts = [0] * (len(metrics.LATENCY_BUCKETS) + 1)
+    counts[metrics.LATENCY_BUCKETS.index(1.0)] = n
+    return counts
+
+
 def prometheus_has(settings, promql: str) -> bool:
     reply = requests.get(f"http://{settings.prometheus.address}/api/v1/query", params={"query": promql}, timeout=10)
     return bool(reply.json()["data"]["result"])
@@ -39,14 +46,14 @@ def test_exporters_reach_prometheus_and_the_report_plots_them(settings, tmp_path
     metrics.serve(settings.metrics.host, settings.metrics.aggregate_port)
     metrics.ROWS.labels("clicks", "valid").inc(1000)
     metrics.LAG.labels("clicks", settings.kafka.clicks_topic, "0").set(42)
-    metrics.E2E_LATENCY.add(settings.catalog.clicks_table, [0] * 4 + [10] + [0] * 10, 12.0)
+    metrics.E2E_LATENCY.add(settings.catalog.clicks_table, one_second_each(10), 12.0)
     deadline = time.monotonic() + 60
     while not prometheus_has(settings, 'lakehouse_kafka_lag_records{pipeline="clicks"}'):
         assert time.monotonic() < deadline, "Prometheus never scraped the pipeline exporter"
         time.sleep(1)
     for _ in range(3):  # a rate needs several samples
         metrics.ROWS.labels("clicks", "valid").inc(500)
-        metrics.E2E_LATENCY.add(settings.catalog.clicks_table, [0] * 4 + [10] + [0] * 10, 12.0)
+        metrics.E2E_LATENCY.add(settings.catalog.clicks_table, one_second_each(10), 12.0)
         time.sleep(settings.prometheus.scrape_interval_seconds + 1)
     assert prometheus_has(settings, "lakehouse_e2e_latency_seconds_bucket")
 
