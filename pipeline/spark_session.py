@@ -51,19 +51,18 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
     return conf
 
 
-#: The jobs that write for readers (pipeline.app's names); maintenance ("maintain") keeps Spark's default pool.
-WRITER_POOLS = ("clicks", "dims", "aggregate")
-
-
 def scheduler_pools(settings: Settings) -> Path:
     """The FAIR-scheduler pools file: writers outweigh maintenance, each writer is owed one core.
 
     Written at session start from the settings (nothing to keep in sync by hand). Without it
     every pool weighs the same and a compaction's tasks take half the cores from a batch.
     """
+    from pipeline.app import job_factories  # each job runs in the pool named after it
+
     weight = settings.pipeline.writer_pool_weight
+    writers = [name for name in job_factories() if name != "maintain"]  # maintenance keeps the default pool
     pools = "".join(f'  <pool name="{name}"><schedulingMode>FIFO</schedulingMode><weight>{weight}</weight>'
-                    f'<minShare>1</minShare></pool>\n' for name in WRITER_POOLS)
+                    f'<minShare>1</minShare></pool>\n' for name in writers)
     path = Path(tempfile.gettempdir()) / f"lakehouse-fairscheduler-{os.getuid()}-w{weight}.xml"
     path.write_text(f"<?xml version=\"1.0\"?>\n<allocations>\n{pools}</allocations>\n")
     return path

@@ -10,7 +10,6 @@ carries a writer's progress marker (Kafka offsets, stream progress).
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
@@ -143,12 +142,6 @@ class Actions:
 
 def _map(options: dict[str, str]) -> str:
     return "map(" + ", ".join(f"'{k}', '{v}'" for k, v in options.items()) + ")"
-
-
-def _timestamp(epoch_ms: int) -> str:
-    """A TIMESTAMP literal in UTC (the session time zone of every lakehouse Spark session)."""
-    seconds, millis = divmod(epoch_ms, 1000)
-    return f"TIMESTAMP '{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(seconds))}.{millis:03d}'"
 
 
 def planned(health: TableHealth, settings: MaintenanceSettings, now_ms: int, orphans_due: bool) -> list[str]:
