@@ -1,0 +1,34 @@
+"""The soak's goal arithmetic: which samples the query-latency drift is computed from.
+
+The hour-long soak decides whether the tables stayed fast from these numbers, so a sample
+that measures something else (the load ending) must not move them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lakehouse.soak import Sample, SoakResult
+
+
+def _sample(elapsed_s: float, query_ms: float, committed: int = 1000, under_load: bool = True) -> Sample:
+    return Sample(elapsed_s, committed, 5, 20, 0, 50, 10_000, query_ms, 4.0, under_load=under_load)
+
+
+def _result(samples: list[Sample]) -> SoakResult:
+    return SoakResult(samples, produced=1000, rows=1000, distinct_ids=1000, dead_letters=0,
+                      out_dir=Path("."), latency_drift_limit=0.10)
+
+
+def test_samples_after_the_load_stopped_do_not_count_towards_drift():
+    under_load = [_sample(60 * i, ms) for i, ms in enumerate([100, 100, 104, 102, 100, 100], start=1)]
+    after = [_sample(400, 250, under_load=False), _sample(460, 260, under_load=False)]
+    result = _result(under_load + after)
+    assert result.drift == 0.0
+    assert _result(under_load + [_sample(400, 250), _sample(460, 260)]).drift > 1.0  # were they counted: +150 %
+
+
+def test_drift_compares_the_last_third_with_the_first_and_skips_empty_windows():
+    samples = [_sample(60, 900, committed=0)] + [_sample(60 * i, ms) for i, ms in
+                                                 enumerate([100, 100, 110, 120, 130, 130], start=2)]
+    assert round(_result(samples).drift, 2) == 0.30
