@@ -67,9 +67,9 @@ bench-load: install ## Load generator capacity: one Locust process vs workers
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench load
 
-soak: install ## Soak with maintenance on (DURATION=1h RATE=events/s EVERY=5m); goals checked, plot written
+soak: install ## Soak with maintenance on (DURATION=1h RATE=events/s EVERY=3m); goals checked, plot written
 	@$(LAKEHOUSE) stack up
-	@$(LAKEHOUSE) bench soak --rate $(or $(RATE),2000) --duration $(or $(DURATION),1h) --every $(or $(EVERY),5m)
+	@$(LAKEHOUSE) bench soak --rate $(or $(RATE),2000) --duration $(or $(DURATION),1h) --every $(or $(EVERY),3m)
 
 chaos: install ## Fault injection under load on a stack of its own (FAULTS=all|ci|kill:clicks,...); table printed
 	@$(LAKEHOUSE) chaos --faults $(or $(FAULTS),all)

@@ -244,7 +244,10 @@ class MaintenanceSettings(BaseModel):
     target_file_mb: int = Field(64, ge=1, description="Size compaction aims for.")
     small_file_mb: float = Field(8.0, gt=0, description="Data files below this count as small.")
     compact_small_files: int = Field(
-        16, ge=2, description="Compact a table once one of its partitions holds this many small data files.")
+        16, ge=2, description="Compact a partition's small files into one once it holds this many.")
+    compact_medium_files: int = Field(
+        8, ge=2, description="Merge a partition's files under 3/4 of the target size (the small files' "
+                             "compaction output) once it holds this many that are not small.")
     delete_files_threshold: int = Field(
         8, ge=1, description="Rewrite delete files (apply them to data) once a table holds this many.")
     manifests_threshold: int = Field(24, ge=2, description="Rewrite manifests once a snapshot has this many.")
@@ -256,6 +259,19 @@ class MaintenanceSettings(BaseModel):
                                 "about to commit them).")
     orphan_interval_minutes: float = Field(60.0, gt=0, description="How often orphan files are looked for.")
     commit_retries: int = Field(4, ge=0, description="Retries of a maintenance commit that lost a race.")
+    nice: int = Field(
+        10, ge=0, le=19, description="CPU niceness `lakehouse run maintain` gives itself (and its Spark JVM), so "
+                                     "on a shared machine the streaming writers get the cores first.")
+
+    @property
+    def small_file_bytes(self) -> int:
+        return int(self.small_file_mb * 1024 * 1024)
+
+    @property
+    def medium_file_bytes(self) -> int:
+        """Files from small up to here are merged; above it they are near the target and stay put
+        (3/4 of the target, Iceberg's own default for ``min-file-size-bytes``)."""
+        return int(self.target_file_mb * 1024 * 1024 * 3 // 4)
 
 
 class Settings(BaseSettings):
@@ -359,6 +375,28 @@ def flatten(data: dict[str, Any], sep: str = ".", prefix: str = "") -> dict[str,
         else:
             out[name] = value
     return out
+
+
+def settings_env(settings: Settings, with_secrets: bool = False) -> dict[str, str]:
+    """The ``LAKEHOUSE_*`` variables that turn the defaults into ``settings``.
+
+    How a process hands its settings to another one (a subprocess, a pod): only what differs
+    from the defaults. Credentials only ``with_secrets`` (a local child process); a pod gets
+    them from the Kubernetes Secret.
+    """
+    def as_env(s: Settings) -> dict[str, str]:
+        return {f"LAKEHOUSE_{k.upper()}": json.dumps(v) if isinstance(v, list | dict) else str(v)
+                for k, v in flatten(s.model_dump(mode="json"), "__").items() if v is not None}
+
+    defaults = as_env(Settings.model_validate({}))
+    secrets = {f"LAKEHOUSE_{section.upper()}__{field.upper()}" for section, field in GENERATED_SECRETS}
+    env = {k: v for k, v in sorted(as_env(settings).items()) if defaults.get(k) != v and k not in secrets}
+    if with_secrets:
+        for section, field in GENERATED_SECRETS:
+            value = getattr(getattr(settings, section), field)
+            if value is not None:
+                env[f"LAKEHOUSE_{section.upper()}__{field.upper()}"] = value.get_secret_value()
+    return env
 
 
 def side_by_side_env(run_dir: Path, shift: int) -> dict[str, str]:

@@ -1,7 +1,9 @@
 """`make soak`: hours of steady load with maintenance on, and proof the tables stay fast.
 
-One Spark application runs the click ingestion and the maintenance service (FAIR pools)
-on a soak topic and tables of their own while a producer process writes at a fixed rate.
+A Spark application runs the click ingestion on a soak topic and tables of their own
+while a producer process writes at a fixed rate, and the maintenance service keeps those
+tables small from a process of its own (its own Spark application, as in Kubernetes, at a
+lower CPU priority so the writer's batches come first).
 Every ``every`` seconds the soak samples what makes a table slow to read: live data files
 in the fullest day-partition, delete files, snapshots, manifest bytes, the latency of a
 fixed set of queries (DuckDB, as a reader outside Spark sees the table) and the
@@ -24,14 +26,15 @@ from __future__ import annotations
 import csv
 import math
 import os
-import socket
+import signal
 import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -48,6 +51,7 @@ SOAK_QUERIES = {
                             "WHERE event_time >= current_timestamp - INTERVAL '1' MINUTE GROUP BY member_level",
 }
 MAX_FILES_PER_PARTITION = 64
+COMPACTION = ("compact", "merge")  # the maintenance actions that rewrite data files
 
 
 @dataclass
@@ -117,6 +121,50 @@ def _shape(spark, table: str) -> tuple[int, int, int, int, int]:
 
 
 @contextmanager
+def maintenance_service(settings: Settings, log_path: Path) -> Iterator[Callable[[], dict]]:
+    """`lakehouse run maintain` on the soak's tables, in a process of its own.
+
+    Its own Spark application, as in Kubernetes, so it runs at its lower CPU priority
+    (``maintenance.nice``) and the writer's batches get the cores first. Yields a function
+    that reads its maintenance seconds so far from its /metrics.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from deploy.local.processes import free_port
+    from lakehouse.settings import settings_env
+    from pipeline.metrics import MAINTENANCE_SECONDS
+
+    s = settings.model_copy(deep=True)
+    s.metrics.maintenance_port = free_port(s.metrics.host)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")} | settings_env(s, with_secrets=True)
+    with log_path.open("ab") as log:
+        process = subprocess.Popen([sys.executable, "-m", "lakehouse", "run", "maintain"], env=env, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://{s.metrics.host}:{s.metrics.maintenance_port}/metrics"
+    name = MAINTENANCE_SECONDS.describe()[0].name
+
+    def seconds_so_far() -> dict[str, tuple[float, float]]:
+        if process.poll() is not None:
+            raise RuntimeError(f"the soak's maintenance service exited with code {process.returncode}: see {log_path}")
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                text = response.read().decode()
+        except OSError:
+            return {}  # its JVM is still starting: nothing done yet
+        return _histogram_sums(f for f in text_string_to_metric_families(text) if f.name == name)
+
+    try:
+        yield seconds_so_far
+    finally:
+        process.terminate()  # stops after the current pass
+        try:
+            process.wait(180)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@contextmanager
 def private_broker(settings: Settings, log_path: Path) -> Iterator[Settings]:
     """A Tansu broker of the soak's own, on its memory engine and a free loopback port.
 
@@ -125,9 +173,9 @@ def private_broker(settings: Settings, log_path: Path) -> Iterator[Settings]:
     """
     from deploy.local.services.broker import Broker
 
-    with socket.socket() as sock:
-        sock.bind((settings.kafka.host, 0))
-        port = sock.getsockname()[1]
+    from deploy.local.processes import free_port
+
+    port = free_port(settings.kafka.host)
     s = settings.model_copy(deep=True)
     s.kafka.port, s.kafka.storage = port, "memory"
     broker = Broker(s)
@@ -148,10 +196,10 @@ def private_broker(settings: Settings, log_path: Path) -> Iterator[Settings]:
             process.kill()
 
 
-def _histogram_sums(histogram) -> dict[str, tuple[float, float]]:
-    """(sum, count) so far of a one-label prometheus Histogram, by label value: diff two to get a window."""
+def _histogram_sums(families) -> dict[str, tuple[float, float]]:
+    """(sum, count) so far of a one-label histogram, by label value: diff two to get a window."""
     totals: dict[str, list[float]] = {}
-    for family in histogram.collect():
+    for family in families:
         for sample in family.samples:
             label = next(iter(sample.labels.values()), "")
             if sample.name.endswith("_sum"):
@@ -168,9 +216,9 @@ def _window_activity(before: dict, after: dict, batches_before: dict, batches_af
 
     b0, b1 = batches_before.get("clicks", (0.0, 0.0)), batches_after.get("clicks", (0.0, 0.0))
     batches = b1[1] - b0[1]
-    other = sum(spent(before, after, k) for k in after if k not in ("compact", "expire"))
+    other = sum(spent(before, after, k) for k in after if k not in (*COMPACTION, "expire"))
     return {"batch_s_mean": round((b1[0] - b0[0]) / batches, 2) if batches else 0.0,
-            "compact_s": round(spent(before, after, "compact"), 1),
+            "compact_s": round(sum(spent(before, after, k) for k in COMPACTION), 1),
             "expire_s": round(spent(before, after, "expire"), 1), "other_maintenance_s": round(other, 1)}
 
 
@@ -194,7 +242,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     from deploy.local.services.broker import admin_client
     from pipeline.app import run_jobs
     from pipeline.benchmark import bench_settings
-    from pipeline.metrics import BATCH_SECONDS, E2E_LATENCY, MAINTENANCE_SECONDS, window_quantile
+    from pipeline.metrics import BATCH_SECONDS, E2E_LATENCY, window_quantile
     from pipeline.clicks.job import ClickIngestJob
     from pipeline.kafka_source.planner import records_in_topic
     from pipeline.spark_session import build_session
@@ -208,8 +256,10 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     spark = spark or build_session(s, "lakehouse-soak")
     ClickIngestJob(spark, s).close()  # creates the tables before the first sample
     table = f"{s.catalog.name}.{s.catalog.clicks_table}"
-    stop = threading.Event()
-    jobs = threading.Thread(target=run_jobs, args=(spark, s, ["clicks", "maintain"] if maintenance else ["clicks"], stop), daemon=True)
+    stop, services = threading.Event(), ExitStack()
+    maintenance_seconds = (services.enter_context(maintenance_service(s, out_dir / "maintenance.log"))
+                           if maintenance else dict)
+    jobs = threading.Thread(target=run_jobs, args=(spark, s, ["clicks"], stop), daemon=True)
     jobs.start()
     producer = subprocess.Popen(
         [sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate), "--duration", str(duration),
@@ -219,8 +269,10 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     samples: list[Sample] = []
     began = time.monotonic()
     seen = E2E_LATENCY.counts(s.catalog.clicks_table)
-    maintenance_seen, batches_seen = _histogram_sums(MAINTENANCE_SECONDS), _histogram_sums(BATCH_SECONDS)
-    progress(f"soak: {rate:,.0f} events/s for {duration:.0f} s into {s.kafka.clicks_topic}, sample every {every:.0f} s")
+    maintenance_seen, batches_seen = maintenance_seconds(), _histogram_sums(BATCH_SECONDS.collect())
+    progress(f"soak: {rate:,.0f} events/s for {duration:.0f} s into {s.kafka.clicks_topic}, sample every {every:.0f} s; "
+             + (f"maintenance at nice {s.maintenance.nice}, log {out_dir / 'maintenance.log'}" if maintenance
+                else "no maintenance"))
     try:
         while True:
             finished = producer.poll() is not None
@@ -229,7 +281,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
             worst, files, deletes, snaps, manifest_bytes = _shape(spark, table)
             committed = spark.table(table).count()
             now = E2E_LATENCY.counts(s.catalog.clicks_table)
-            maintenance_now, batches_now = _histogram_sums(MAINTENANCE_SECONDS), _histogram_sums(BATCH_SECONDS)
+            maintenance_now, batches_now = maintenance_seconds(), _histogram_sums(BATCH_SECONDS.collect())
             sample = Sample(round(time.monotonic() - began, 1), committed, worst, files, deletes, snaps,
                             manifest_bytes, round(_query_ms(engine), 1),
                             round(window_quantile(E2E_LATENCY.buckets, seen, now, 0.95), 2),
@@ -252,6 +304,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     finally:
         stop.set()
         jobs.join(300)
+        services.close()
     rows, distinct, offsets = spark.sql(f"SELECT count(*), count(DISTINCT event_id), "
                                         f"count(DISTINCT kafka_partition, kafka_offset) FROM {table}").first()
     dead = spark.table(s.catalog.dead_letter_table).count()

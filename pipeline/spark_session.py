@@ -60,9 +60,9 @@ def scheduler_pools(settings: Settings) -> Path:
     from pipeline.app import job_factories  # each job runs in the pool named after it
 
     weight = settings.pipeline.writer_pool_weight
-    writers = [name for name in job_factories() if name != "maintain"]  # maintenance keeps the default pool
-    pools = "".join(f'  <pool name="{name}"><schedulingMode>FIFO</schedulingMode><weight>{weight}</weight>'
-                    f'<minShare>1</minShare></pool>\n' for name in writers)
+    shares = {name: (1, 0) if name == "maintain" else (weight, 1) for name in job_factories()}
+    pools = "".join(f'  <pool name="{name}"><schedulingMode>FIFO</schedulingMode><weight>{w}</weight>'
+                    f'<minShare>{share}</minShare></pool>\n' for name, (w, share) in shares.items())
     path = Path(tempfile.gettempdir()) / f"lakehouse-fairscheduler-{os.getuid()}-w{weight}.xml"
     path.write_text(f"<?xml version=\"1.0\"?>\n<allocations>\n{pools}</allocations>\n")
     return path
@@ -89,11 +89,14 @@ def build_session(settings: Settings, app_name: str, master: str | None = None):
 
 
 def _quiet_loggers(spark) -> None:
-    """Silence known-harmless noise (S3FileIO finalizer warnings when the catalog cache is off)."""
+    """Silence known-harmless noise: S3FileIO finalizer warnings when the catalog cache is off, and
+    Iceberg's stack trace per commit retry after another process (the maintenance service) committed
+    first - the retry is the design; a commit that fails for good still raises."""
     jvm = spark.sparkContext._jvm
     level = jvm.org.apache.logging.log4j.Level.ERROR
     for name in ("org.apache.iceberg.aws.s3.S3FileIO", "org.apache.iceberg.io.ResolvingFileIO",
                  "org.apache.spark.sql.execution.streaming.ResolveWriteToStream",
                  "org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor",
-                 "org.apache.spark.sql.execution.CacheManager", "org.apache.hadoop.hive.metastore.HiveMetaStoreClient"):
+                 "org.apache.spark.sql.execution.CacheManager", "org.apache.hadoop.hive.metastore.HiveMetaStoreClient",
+                 "org.apache.iceberg.util.Tasks"):
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)

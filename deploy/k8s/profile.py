@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakehouse.settings import GENERATED_SECRETS, Settings, flatten
+from lakehouse.settings import GENERATED_SECRETS, Settings
+from lakehouse.settings import settings_env as lakehouse_settings_env
 
 NAMESPACE = "lakehouse"
 KAFKA_CLUSTER = "lakehouse"
@@ -47,17 +48,9 @@ def cluster_settings() -> Settings:
     return Settings.model_validate(cluster_overrides())
 
 
-def _flatten(data: dict[str, Any]) -> dict[str, str]:
-    """Settings data as the LAKEHOUSE_* variables that would set it."""
-    return {f"LAKEHOUSE_{k.upper()}": str(v) for k, v in flatten(data, "__").items()}
-
-
 def settings_env() -> dict[str, str]:
     """``LAKEHOUSE_*`` variables that turn the defaults into the cluster's settings (no secrets)."""
-    defaults = _flatten(Settings.model_validate({}).model_dump(mode="json"))
-    cluster = _flatten(cluster_settings().model_dump(mode="json"))
-    secret_names = set(secret_env_names())
-    return {k: v for k, v in sorted(cluster.items()) if defaults.get(k) != v and k not in secret_names}
+    return lakehouse_settings_env(cluster_settings())
 
 
 def secret_env_names() -> list[str]:

@@ -7,7 +7,6 @@ Tansu started here on a free loopback port and stopped at the end.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 import uuid
@@ -17,6 +16,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from deploy.local.binaries import tool
+from deploy.local.processes import free_port
 from lakehouse.settings import LOOPBACK, Settings
 
 
@@ -26,12 +26,6 @@ class BrokerFigures:
     messages: int
     produce_per_s: float
     consume_per_s: float
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return sock.getsockname()[1]
 
 
 def measure(bootstrap: str, engine: str, messages: int, partitions: int = 3) -> BrokerFigures:
@@ -71,7 +65,7 @@ def measure(bootstrap: str, engine: str, messages: int, partitions: int = 3) -> 
 
 def compare(settings: Settings, messages: int = 200_000) -> list[BrokerFigures]:
     figures = [measure(settings.kafka.bootstrap, settings.kafka.storage, messages)]
-    port = _free_port()
+    port = free_port(LOOPBACK)
     url = f"tcp://{LOOPBACK}:{port}"
     proc = subprocess.Popen([str(tool(settings.tools_dir, "tansu")), "broker", "--listener-url", url,
                              "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],

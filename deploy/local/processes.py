@@ -11,6 +11,7 @@ import json
 import os
 import pwd
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -142,6 +143,13 @@ def stop(record: ProcessRecord, timeout: float = 20.0) -> bool:
             pass
     psutil.wait_procs(alive, timeout=5)
     return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now, for a process of a test, benchmark or soak."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
 
 
 def port_holder(port: int) -> str | None:

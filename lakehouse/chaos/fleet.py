@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from deploy.local.processes import free_port
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +42,6 @@ class Member:
     exit_codes: list[int] = field(default_factory=list)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Fleet:
     def __init__(self, env: dict[str, str], log_dir: Path, jobs: dict[str, list[str]] | None = None,
                  restart_delay: float = 2.0):
@@ -67,7 +62,7 @@ class Fleet:
         env = self.env
         if member.name == "dims":
             # Locally dims usually shares the pipeline's Spark app and /metrics port; alone it needs its own.
-            env = {**env, "LAKEHOUSE_METRICS__PIPELINE_PORT": str(_free_port())}
+            env = {**env, "LAKEHOUSE_METRICS__PIPELINE_PORT": str(free_port())}
         with member.log_path.open("ab") as out:
             member.proc = subprocess.Popen(
                 [sys.executable, "-m", "lakehouse", "run", *member.args, "--log-level", "info"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Annotated
 
@@ -55,6 +56,8 @@ def _run_single(name: str, trigger: float | None, max_batches: int | None, log_l
         return {"aggregate": m.aggregate_port, "maintain": m.maintenance_port}.get(name, m.pipeline_port)
 
     settings, stop = _service(log_level, port_of)
+    if name == "maintain":  # before the JVM starts, which inherits it: the writers get the cores first
+        os.nice(settings.maintenance.nice)
     spark = build_session(settings, f"lakehouse-{name}")
     job = job_factories()[name](spark, settings, **job_args)
     port = port_of(settings.metrics)
@@ -103,6 +106,8 @@ def maintain(
     Each pass reads each table's metadata and, on thresholds from settings (LAKEHOUSE_MAINTENANCE__*), compacts small files (sorted by the click table's sort order), folds delete files into data, rewrites manifests, expires old snapshots (never a writer's newest progress snapshot) and removes orphan files older than a safety margin.
 
     Commits that lose a race with a writer are retried, then left for the next pass: a streaming commit is never lost or duplicated.
+
+    It runs at a lower CPU priority (LAKEHOUSE_MAINTENANCE__NICE, default 10), so on a machine it shares with the writers their batches come first and freshness does not pay for it.
     """
     _run_single("maintain", interval, passes, log_level)
 

@@ -67,22 +67,30 @@ class Actions:
         return "'" + table.split(".", 1)[1] + "'"  # the procedures take namespace.table
 
     def compact(self, table: str, sort: bool) -> ActionResult:
-        """Bin-pack files under target size (sorted by the table's sort order when ``sort``).
+        """Rewrite a table's small files into bigger ones, nothing else.
 
-        The pass is triggered by small files (``small_file_mb``) piling up in a partition;
-        it rewrites every file under 75 % of ``target_file_mb`` (Iceberg's default
-        ``min-file-size-bytes``): the new small files plus the last pass's remainder. Files
-        already near target size stay put, so a pass costs the same all day long, and
-        files do not stall just above the small-file size (the hour-long soak found them
-        accumulating there, ~0.75 files a minute at 2,000 events/s).
+        Size-tiered, so that a pass costs what arrived since the last one: the new small
+        files become one file per partition (sorted by the table's sort order when ``sort``,
+        so its min/max statistics prune), and that output is left alone by the next passes
+        until enough of it piles up for :meth:`merge`. Rewriting every file under target size
+        each pass, as before, re-read and re-sorted the last pass's remainder (up to 3/4 of
+        the target size) however little had arrived, on the cores the writers' batches need.
         """
-        target = self.settings.target_file_mb * 1024 * 1024
-        options = {"min-input-files": "2", "target-file-size-bytes": str(target),
+        return self._rewrite("compact", table, sort, self.settings.small_file_bytes)
+
+    def merge(self, table: str, sort: bool) -> ActionResult:
+        """Rewrite every file under 3/4 of the target size (the compactions' outputs and any
+        small files) into target-size files; files already near target size stay put."""
+        return self._rewrite("merge", table, sort, self.settings.medium_file_bytes)
+
+    def _rewrite(self, action: str, table: str, sort: bool, min_file_bytes: int) -> ActionResult:
+        options = {"min-input-files": "2", "min-file-size-bytes": str(min_file_bytes),
+                   "target-file-size-bytes": str(self.settings.target_file_mb * 1024 * 1024),
                    "partial-progress.enabled": "true", "partial-progress.max-commits": "10"}
         rows = self.call("rewrite_data_files", table=self._name(table),
                          strategy="'sort'" if sort else "'binpack'", options=_map(options))
         row = rows[0] if rows else None
-        return ActionResult("compact", files_rewritten=row.rewritten_data_files_count if row else 0,
+        return ActionResult(action, files_rewritten=row.rewritten_data_files_count if row else 0,
                             bytes_rewritten=row.rewritten_bytes_count if row else 0)
 
     def apply_deletes(self, table: str) -> ActionResult:
@@ -149,7 +157,9 @@ def planned(health: TableHealth, settings: MaintenanceSettings, now_ms: int, orp
     actions = []
     if health.delete_files >= settings.delete_files_threshold:
         actions.append("apply_deletes")
-    if health.small_files_worst_partition >= settings.compact_small_files:
+    if health.medium_files_worst_partition >= settings.compact_medium_files:
+        actions.append("merge")  # takes the small files along
+    elif health.small_files_worst_partition >= settings.compact_small_files:
         actions.append("compact")
     if health.manifests >= settings.manifests_threshold:
         actions.append("rewrite_manifests")

@@ -1,6 +1,6 @@
 """What a table looks like right now, read from its Iceberg metadata tables.
 
-The numbers maintenance decides on: small data files in the worst partition, delete
+The numbers maintenance decides on: small and medium data files in the worst partition, delete
 files, manifests, snapshots, and when each writer's progress marker was last committed
 (snapshots carrying one must outlive expiry, or a restarted writer would lose its place).
 """
@@ -20,6 +20,8 @@ class TableHealth:
     table: str
     data_files: int
     small_files_worst_partition: int
+    #: files neither small nor near the target size (what compacting small files produces), worst partition
+    medium_files_worst_partition: int
     delete_files: int
     manifests: int
     snapshots: int
@@ -29,13 +31,19 @@ class TableHealth:
     partitioned: bool = True
 
 
-def read_health(spark, table: str, small_file_bytes: int) -> TableHealth:
-    """One pass over ``table``'s metadata tables (no data files are read)."""
+def read_health(spark, table: str, small_file_bytes: int, medium_file_bytes: int) -> TableHealth:
+    """One pass over ``table``'s metadata tables (no data files are read).
+
+    Small files are under ``small_file_bytes``; medium ones from there to ``medium_file_bytes``.
+    """
     partitioned = "partition" in spark.table(f"{table}.data_files").columns
     grouping = " GROUP BY partition" if partitioned else ""
-    small = spark.sql(
-        f"SELECT coalesce(max(n), 0) AS n FROM (SELECT count(*) AS n FROM {table}.data_files "
-        f"WHERE file_size_in_bytes < {int(small_file_bytes)}{grouping})").first().n
+    size = "file_size_in_bytes"
+    sizes = spark.sql(
+        f"SELECT coalesce(max(small), 0) AS small, coalesce(max(medium), 0) AS medium FROM ("
+        f"SELECT count_if({size} < {int(small_file_bytes)}) AS small, "
+        f"count_if({size} >= {int(small_file_bytes)} AND {size} < {int(medium_file_bytes)}) AS medium "
+        f"FROM {table}.data_files{grouping})").first()
     counts = spark.sql(
         f"SELECT (SELECT count(*) FROM {table}.data_files) AS data_files, "
         f"(SELECT count(*) FROM {table}.delete_files) AS delete_files, "
@@ -49,6 +57,7 @@ def read_health(spark, table: str, small_file_bytes: int) -> TableHealth:
             f"ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor AND s.summary['{key}'] IS NOT NULL").first()
         if row.at is not None:
             markers[key] = row.at
-    return TableHealth(table=table, data_files=counts.data_files, small_files_worst_partition=small,
+    return TableHealth(table=table, data_files=counts.data_files, small_files_worst_partition=sizes.small,
+                       medium_files_worst_partition=sizes.medium,
                        delete_files=counts.delete_files, manifests=counts.manifests, snapshots=counts.snapshots,
                        oldest_snapshot_ms=counts.oldest, markers=markers, partitioned=partitioned)

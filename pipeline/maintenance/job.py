@@ -53,7 +53,7 @@ class MaintenanceJob:
                 continue
             now_ms = int(time.time() * 1000)
             due = time.monotonic() - self._orphans_last.get(table, float("-inf")) >= m.orphan_interval_minutes * 60
-            health = read_health(self.spark, table, int(m.small_file_mb * 1024 * 1024))
+            health = read_health(self.spark, table, m.small_file_bytes, m.medium_file_bytes)
             for action in planned(health, m, now_ms, due):
                 try:
                     result = self._run(table, action, health, now_ms)
@@ -77,6 +77,8 @@ class MaintenanceJob:
         began = time.monotonic()
         if action == "compact":
             result = self.actions.compact(table, sort=table == self.clicks)
+        elif action == "merge":
+            result = self.actions.merge(table, sort=table == self.clicks)
         elif action == "apply_deletes":
             result = self.actions.apply_deletes(table)
         elif action == "rewrite_manifests":

@@ -187,3 +187,47 @@ def test_expiry_deletes_what_only_expired_snapshots_referenced(spark, settings, 
         exists = "Contents" in client.list_objects_v2(Bucket=bucket, Prefix=key)
         assert exists == (path in current), f"{path}: {'kept' if exists else 'deleted'}"
     assert spark.table(full).count() == 4
+
+
+def test_compaction_leaves_its_earlier_output_alone_until_enough_piles_up_to_merge(spark, settings):
+    """Size-tiered compaction: each pass rewrites only the small files that arrived since the last.
+
+    Fails if a pass rewrites the previous pass's output again (the old rule: everything
+    under 3/4 of the target size, every pass), or if the medium files are never merged.
+    """
+    full = qualified(settings, f"ods_test.tiers_{int(time.time() * 1000)}")
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS ods_test")
+    spark.sql(f"CREATE TABLE {full} (id BIGINT, v STRING) USING iceberg TBLPROPERTIES ('format-version'='2')")
+
+    def insert(times: int) -> None:  # one small data file each, of incompressible uuids
+        for _ in range(times):
+            spark.sql(f"INSERT INTO {full} SELECT id, uuid() FROM range(50)")
+
+    def files() -> dict[str, int]:
+        return {r.file_path: r.file_size_in_bytes
+                for r in spark.sql(f"SELECT file_path, file_size_in_bytes FROM {full}.data_files").collect()}
+
+    insert(3)
+    one_insert = max(files().values())
+    s = eager(settings, small_file_mb=(one_insert + 1) / 2**20, target_file_mb=1, compact_small_files=3,
+              compact_medium_files=3, manifests_threshold=1000, snapshot_retention_minutes=1000)
+    job = MaintenanceJob(spark, s)
+    job.tables = [full]
+
+    def run_pass() -> list[str]:
+        job.run_once()
+        return [r.action for _, r in job.results if r.action in ("compact", "merge")]
+
+    assert run_pass() == ["compact"]
+    outputs = files()
+    assert len(outputs) == 1 and min(outputs.values()) > one_insert  # three small files -> one medium file
+    for expected_medium in (2, 3):
+        insert(3)
+        assert run_pass() == ["compact"]
+        now = files()
+        assert set(outputs) <= set(now), "a compaction rewrote the previous compaction's output"
+        assert len(now) == expected_medium
+        outputs = now
+    assert run_pass() == ["merge"]  # three medium files: merged into one
+    assert len(files()) == 1 and not set(outputs) & set(files())
+    assert spark.table(full).count() == 9 * 50
