@@ -377,6 +377,23 @@ def flatten(data: dict[str, Any], sep: str = ".", prefix: str = "") -> dict[str,
     return out
 
 
+class _Declared(Settings):
+    """Settings that ignore the environment: see :func:`declared_settings`."""
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, **other_sources):
+        return (init_settings,)
+
+
+def declared_settings(data: dict[str, Any] | None = None) -> Settings:
+    """The declared defaults overlaid with ``data``, whatever LAKEHOUSE_* variables this process has.
+
+    (``Settings.model_validate`` reads the environment too.) For what must not depend on the
+    shell it is computed in: the Kubernetes settings, the defaults :func:`settings_env` diffs against.
+    """
+    return _Declared.model_validate(data or {})
+
+
 def settings_env(settings: Settings, with_secrets: bool = False) -> dict[str, str]:
     """The ``LAKEHOUSE_*`` variables that turn the defaults into ``settings``.
 
@@ -388,7 +405,7 @@ def settings_env(settings: Settings, with_secrets: bool = False) -> dict[str, st
         return {f"LAKEHOUSE_{k.upper()}": json.dumps(v) if isinstance(v, list | dict) else str(v)
                 for k, v in flatten(s.model_dump(mode="json"), "__").items() if v is not None}
 
-    defaults = as_env(Settings.model_validate({}))
+    defaults = as_env(declared_settings())
     secrets = {f"LAKEHOUSE_{section.upper()}__{field.upper()}" for section, field in GENERATED_SECRETS}
     env = {k: v for k, v in sorted(as_env(settings).items()) if defaults.get(k) != v and k not in secrets}
     if with_secrets:

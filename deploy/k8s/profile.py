@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakehouse.settings import GENERATED_SECRETS, Settings
+from lakehouse.settings import GENERATED_SECRETS, Settings, declared_settings
 from lakehouse.settings import settings_env as lakehouse_settings_env
 
 NAMESPACE = "lakehouse"
@@ -45,7 +45,7 @@ def cluster_overrides() -> dict[str, Any]:
 
 def cluster_settings() -> Settings:
     """The Kubernetes runtime's settings, independent of this shell's LAKEHOUSE_* variables."""
-    return Settings.model_validate(cluster_overrides())
+    return declared_settings(cluster_overrides())
 
 
 def settings_env() -> dict[str, str]:

@@ -13,10 +13,10 @@ import sys
 
 from pydantic import SecretStr
 
-from lakehouse.settings import Settings, settings_env
+from lakehouse.settings import Settings, declared_settings, settings_env
 
 CHILD = ("import json; from lakehouse.settings import Settings; s = Settings(); "
-         "print(json.dumps({'dump': s.model_dump(mode='json'), 'secret': s.s3.secret_key.get_secret_value()}))")
+         "print(json.dumps({'dump': s.model_dump(mode='json'), 'secret': s.s3.secret_key and s.s3.secret_key.get_secret_value()}))")
 
 
 def _child_settings(env: dict[str, str]) -> dict:
@@ -26,10 +26,11 @@ def _child_settings(env: dict[str, str]) -> dict:
 
 
 def test_a_child_process_resolves_the_same_settings():
-    s = Settings.model_validate({})
+    s = declared_settings()
     s.catalog.clicks_table = "soak.clickevent_1"
     s.kafka.port, s.kafka.storage = 23456, "memory"
     s.maintenance.interval_seconds, s.maintenance.nice = 30.0, 5
+    s.metrics.maintenance_port = 23457
     s.s3.secret_key = SecretStr("not-a-default")
     env = settings_env(s, with_secrets=True)
     assert "LAKEHOUSE_S3__PORT" not in env  # only what differs from the defaults
@@ -38,7 +39,17 @@ def test_a_child_process_resolves_the_same_settings():
     assert child["secret"] == "not-a-default"
 
 
+def test_the_parent_environment_does_not_hide_a_difference(monkeypatch):
+    """A port the parent has from its own environment still reaches a child started without it
+    (the soak's maintenance service on the test suite's shifted ports)."""
+    monkeypatch.setenv("LAKEHOUSE_METASTORE__PORT", "23458")
+    s = Settings()
+    assert s.metastore.port == 23458
+    assert settings_env(s)["LAKEHOUSE_METASTORE__PORT"] == "23458"
+    assert _child_settings(settings_env(s, with_secrets=True))["dump"] == s.model_dump(mode="json")
+
+
 def test_secrets_stay_out_unless_asked_for():
-    s = Settings.model_validate({})
+    s = declared_settings()
     s.s3.secret_key = SecretStr("not-a-default")
     assert not any("SECRET" in k for k in settings_env(s))
