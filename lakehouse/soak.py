@@ -131,14 +131,12 @@ def maintenance_service(settings: Settings, log_path: Path) -> Iterator[Callable
     from prometheus_client.parser import text_string_to_metric_families
 
     from deploy.local.processes import free_port
-    from lakehouse.settings import settings_env
     from pipeline.metrics import MAINTENANCE_SECONDS
 
     s = settings.model_copy(deep=True)
     s.metrics.maintenance_port = free_port(s.metrics.host)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")} | settings_env(s, with_secrets=True)
     with log_path.open("ab") as log:
-        process = subprocess.Popen([sys.executable, "-m", "lakehouse", "run", "maintain"], env=env, stdout=log,
+        process = subprocess.Popen([sys.executable, "-m", "lakehouse", "run", "maintain"], env=_env(s), stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://{s.metrics.host}:{s.metrics.maintenance_port}/metrics"
     name = MAINTENANCE_SECONDS.describe()[0].name
@@ -264,7 +262,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     producer = subprocess.Popen(
         [sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate), "--duration", str(duration),
          "--bad-share", "0.01", "--topic", s.kafka.clicks_topic],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**_env(s)})
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(s))
     engine = DuckDBEngine(s)
     samples: list[Sample] = []
     began = time.monotonic()
@@ -317,9 +315,10 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
 
 
 def _env(s: Settings) -> dict[str, str]:
-    """The producer subprocess resolves the soak's broker and topic from these."""
-    return {**os.environ, "LAKEHOUSE_KAFKA__CLICKS_TOPIC": s.kafka.clicks_topic,
-            "LAKEHOUSE_KAFKA__PORT": str(s.kafka.port)}
+    """The environment for a child of the soak (producer, maintenance): it resolves exactly ``s``."""
+    from lakehouse.settings_env import settings_env
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")} | settings_env(s, with_secrets=True)
 
 
 def _committed_total(spark, s: Settings) -> int:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakehouse.settings import GENERATED_SECRETS, Settings, declared_settings
-from lakehouse.settings import settings_env as lakehouse_settings_env
+from lakehouse.settings import GENERATED_SECRETS, Settings
+from lakehouse.settings_env import declared_settings
+from lakehouse.settings_env import settings_env as lakehouse_settings_env
 
 NAMESPACE = "lakehouse"
 KAFKA_CLUSTER = "lakehouse"

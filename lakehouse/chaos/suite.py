@@ -22,7 +22,8 @@ from pathlib import Path
 from lakehouse.chaos import checks
 from lakehouse.chaos.faults import Context, Fault
 from lakehouse.chaos.fleet import Fleet
-from lakehouse.settings import Settings, load_settings, side_by_side_env
+from lakehouse.settings import Settings, load_settings
+from lakehouse.settings_env import side_by_side_env
 from loadgen.steady import SteadyChanges, SteadyClicks
 from pipeline.cdc.reconcile import differences, lake_rows, source_rows, wait_until_equal
 

@@ -17,7 +17,8 @@ from deploy import artifacts
 from deploy.local import processes
 from deploy.local.processes import StackError
 from deploy.local.stack import LocalStack
-from lakehouse.settings import REPO_ROOT, Settings, side_by_side_env
+from lakehouse.settings import REPO_ROOT, Settings
+from lakehouse.settings_env import side_by_side_env
 
 SHIFT = 300
 

@@ -1,4 +1,4 @@
-"""Handing settings to another process: `settings_env` must reproduce them exactly.
+"""Handing settings to another process: `lakehouse.settings_env` must reproduce them exactly.
 
 The soak starts its maintenance service this way, the Kubernetes ConfigMap is generated
 this way; a field lost on the way would run a child against the wrong table or port.
@@ -13,7 +13,8 @@ import sys
 
 from pydantic import SecretStr
 
-from lakehouse.settings import Settings, declared_settings, settings_env
+from lakehouse.settings import Settings
+from lakehouse.settings_env import declared_settings, settings_env
 
 CHILD = ("import json; from lakehouse.settings import Settings; s = Settings(); "
          "print(json.dumps({'dump': s.model_dump(mode='json'), 'secret': s.s3.secret_key and s.s3.secret_key.get_secret_value()}))")
