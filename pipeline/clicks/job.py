@@ -63,7 +63,11 @@ class ClickIngestJob:
         self.recover()
 
     def recover(self) -> None:
-        """(Re)load where each table stands: the tables are the only checkpoint."""
+        """(Re)load where each table stands: the tables are the only checkpoint.
+
+        The dimension snapshot is dropped too, so nothing a failed batch read survives it.
+        """
+        self.dimensions.invalidate()
         self.committed = kafka_offsets.committed_offsets(self.spark, self.clicks_table)
         self.dead_committed = kafka_offsets.committed_offsets(self.spark, self.dead_table)
         log.info("clicks resume from %s (dead-letter at %s)", self.committed, self.dead_committed)
