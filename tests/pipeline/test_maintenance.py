@@ -199,9 +199,9 @@ def test_compaction_leaves_its_earlier_output_alone_until_enough_piles_up_to_mer
     spark.sql("CREATE NAMESPACE IF NOT EXISTS ods_test")
     spark.sql(f"CREATE TABLE {full} (id BIGINT, v STRING) USING iceberg TBLPROPERTIES ('format-version'='2')")
 
-    def insert(times: int) -> None:  # one small data file each, of incompressible uuids
+    def insert(times: int) -> None:  # one small data file each, of uuids (sizes vary by some bytes)
         for _ in range(times):
-            spark.sql(f"INSERT INTO {full} SELECT id, uuid() FROM range(50)")
+            spark.sql(f"INSERT INTO {full} SELECT id, uuid() FROM range(500)")
 
     def files() -> dict[str, int]:
         return {r.file_path: r.file_size_in_bytes
@@ -209,7 +209,9 @@ def test_compaction_leaves_its_earlier_output_alone_until_enough_piles_up_to_mer
 
     insert(3)
     one_insert = max(files().values())
-    s = eager(settings, small_file_mb=(one_insert + 1) / 2**20, target_file_mb=1, compact_small_files=3,
+    # Small: up to 1.5 inserts, so that an insert a few bytes larger than the first three is
+    # still small (it was counted medium once, and merged early), and three merged are not.
+    s = eager(settings, small_file_mb=1.5 * one_insert / 2**20, target_file_mb=1, compact_small_files=3,
               compact_medium_files=3, manifests_threshold=1000, snapshot_retention_minutes=1000)
     job = MaintenanceJob(spark, s)
     job.tables = [full]
@@ -230,4 +232,4 @@ def test_compaction_leaves_its_earlier_output_alone_until_enough_piles_up_to_mer
         outputs = now
     assert run_pass() == ["merge"]  # three medium files: merged into one
     assert len(files()) == 1 and not set(outputs) & set(files())
-    assert spark.table(full).count() == 9 * 50
+    assert spark.table(full).count() == 9 * 500
