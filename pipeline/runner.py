@@ -128,7 +128,7 @@ def _loop(job: MicroBatchJob, trigger_seconds: float, stop: threading.Event,
             try:
                 job.recover()
             except Exception as again:  # noqa: BLE001
-                log.error("%s: recovery failed too (%s); will retry", job.name, again)
+                log.error("%s: recovery failed too (%s); will retry", job.name, _describe(again))
             continue
         if rows:
             batches += 1

@@ -26,13 +26,3 @@ def isolated_cdc_settings(settings):
     for future in admin.create_topics(topics).values():
         future.result()
     return s
-
-
-def settings_env(s) -> dict[str, str]:
-    return {
-        "LAKEHOUSE_MARIADB__DATABASE": s.mariadb.database,
-        "LAKEHOUSE_KAFKA__CDC_TOPIC_PREFIX": s.kafka.cdc_topic_prefix,
-        "LAKEHOUSE_CATALOG__PRODUCTS_TABLE": s.catalog.products_table,
-        "LAKEHOUSE_CATALOG__MEMBERS_TABLE": s.catalog.members_table,
-        "LAKEHOUSE_PIPELINE__TRIGGER_SECONDS": "0.5",
-    }

@@ -30,18 +30,6 @@ def click_settings(settings):
     return s
 
 
-def settings_env(s) -> dict[str, str]:
-    """The LAKEHOUSE_* variables that make a subprocess resolve the same test settings."""
-    return {
-        "LAKEHOUSE_KAFKA__CLICKS_TOPIC": s.kafka.clicks_topic,
-        "LAKEHOUSE_CATALOG__CLICKS_TABLE": s.catalog.clicks_table,
-        "LAKEHOUSE_CATALOG__DEAD_LETTER_TABLE": s.catalog.dead_letter_table,
-        "LAKEHOUSE_CATALOG__PRODUCTS_TABLE": s.catalog.products_table,
-        "LAKEHOUSE_CATALOG__MEMBERS_TABLE": s.catalog.members_table,
-        "LAKEHOUSE_PIPELINE__DIMENSION_REFRESH_SECONDS": str(s.pipeline.dimension_refresh_seconds),
-    }
-
-
 @dataclass
 class Sent:
     valid: dict[str, dict] = field(default_factory=dict)  # eventId -> event

@@ -11,7 +11,8 @@ import threading
 import time
 
 from deploy.local.services.mariadb import connect as mariadb_connect
-from tests.pipeline.cdc_support import checksum, isolated_cdc_settings, lake_rows, settings_env, source_rows, wait_equal
+from lakehouse.settings_env import settings_env
+from tests.pipeline.cdc_support import checksum, isolated_cdc_settings, lake_rows, source_rows, wait_equal
 
 
 def random_workload(s, stop: threading.Event, seed: int = 5) -> int:
@@ -55,7 +56,7 @@ def start(command: str, env: dict, log) -> subprocess.Popen:
 
 def test_random_workload_with_kill_minus_nine(spark, settings, tmp_path):
     s = isolated_cdc_settings(settings)
-    env = {**os.environ, **settings_env(s)}
+    env = {**os.environ, **settings_env(s, with_secrets=True), "LAKEHOUSE_PIPELINE__TRIGGER_SECONDS": "0.5"}
     log = (tmp_path / "jobs.log").open("ab")
     stop = threading.Event()
     writer = threading.Thread(target=random_workload, args=(s, stop))

@@ -12,7 +12,7 @@ import time
 
 from pipeline.clicks.job import ClickIngestJob
 from pipeline.runner import run_loop
-from tests.pipeline.conftest import settings_env
+from lakehouse.settings_env import settings_env
 
 
 def wait_for(predicate, timeout: float, what: str, log_path=None, every: float = 1.0):
@@ -34,7 +34,7 @@ def event_ids(spark, table: str) -> list[str]:
 
 
 def test_kill_minus_nine_at_random_moments_loses_and_duplicates_nothing(spark, click_settings, producer, tmp_path):
-    env = {**os.environ, **settings_env(click_settings), "LAKEHOUSE_PIPELINE__TRIGGER_SECONDS": "0.5"}
+    env = {**os.environ, **settings_env(click_settings, with_secrets=True), "LAKEHOUSE_PIPELINE__TRIGGER_SECONDS": "0.5"}
     table = click_settings.catalog.clicks_table
     stop_producing = threading.Event()
 
