@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import signal
 import socket
 import subprocess
@@ -181,6 +182,23 @@ def check_ports_free(ports: dict[str, int]) -> None:
             "cannot start the local stack:\n  - " + "\n  - ".join(problems) + "\n"
             "Stop that process, or pick other ports, e.g. LAKEHOUSE_KAFKA__PORT=29092 "
             "(see `lakehouse config show` for every port setting)."
+        )
+
+
+def check_free_disk(path: Path, floor_mb: int) -> None:
+    """Refuse to start on a nearly full disk: the object store would answer 500s, the writers wait.
+
+    The stack keeps its object store, broker log and databases under ``path``; the floor is
+    the one the writers hold to (``pipeline.min_free_disk_mb``), below which they start no batch.
+    """
+    probe = path if path.exists() else Path(path.anchor or "/")
+    free_mb = shutil.disk_usage(probe).free / 2**20
+    if free_mb < floor_mb:
+        raise StackError(
+            f"cannot start the local stack: only {free_mb:,.0f} MiB free on the disk of {path}, below "
+            f"pipeline.min_free_disk_mb={floor_mb:,} (the writers would start no batch).\n"
+            "Free disk space there (`lakehouse stack down --purge` removes an old stack's data), put the "
+            "run directory on a larger disk (LAKEHOUSE_RUN_DIR), or lower LAKEHOUSE_PIPELINE__MIN_FREE_DISK_MB."
         )
 
 

@@ -1,7 +1,7 @@
 """The local stack: every lakehouse service as a real process on 127.0.0.1, in order.
 
 ``up`` checks everything it can before starting anything (programs present, ports
-free), starts services in dependency order, waits for each to answer its own
+free, disk space), starts services in dependency order, waits for each to answer its own
 protocol, then creates what the lakehouse needs inside it. If any step fails, the
 services this call started are stopped again: no half-started stack is left behind.
 """
@@ -105,6 +105,8 @@ class LocalStack:
         ports: dict[str, int] = {}
         for svc in pending:
             ports.update(svc.ports())
+        if pending:
+            processes.check_free_disk(self.settings.run_dir, self.settings.pipeline.min_free_disk_mb)
         processes.check_ports_free(ports)
         user = processes.service_user() if any(s.needs_unprivileged_user for s in pending) else None
 

@@ -147,3 +147,14 @@ def test_invalid_setting_gives_one_line_naming_it():
     assert "setting kafka.storage (LAKEHOUSE_KAFKA__STORAGE)" in out.stderr
     assert "'s3' or 'memory'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_nearly_full_disk_is_refused_before_anything_starts(other_stack, monkeypatch):
+    """The floor is set above what the disk has free: `up` says how much is free and what to do."""
+    free_mb = shutil.disk_usage(REPO_ROOT).free // 2**20
+    monkeypatch.setenv("LAKEHOUSE_PIPELINE__MIN_FREE_DISK_MB", str(free_mb + 1024))
+    with pytest.raises(StackError) as err:
+        other_stack.up()
+    message = str(err.value)
+    assert "MiB free on the disk of" in message and "LAKEHOUSE_PIPELINE__MIN_FREE_DISK_MB" in message
+    assert _alive_records(other_stack) == []
