@@ -211,7 +211,9 @@ class PipelineSettings(BaseModel):
 
     trigger_seconds: float = Field(2.0, gt=0, description="Micro-batch interval.")
     max_records_per_partition: int = Field(200_000, ge=1, description="Back-pressure cap per partition per batch.")
-    dimension_refresh_seconds: float = Field(10.0, ge=0)
+    dimension_refresh_seconds: float = Field(
+        10.0, ge=0, description="How old the click job's snapshot of the product and member dimensions may get "
+                                "before a batch reads them again (0: every batch).")
     on_offsets_expired: Literal["fail", "earliest"] = "fail"
     max_event_bytes: int = Field(16_384, ge=64)
     max_event_age_days: int = Field(7, ge=1)
