@@ -8,7 +8,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from lakehouse.cli.common import console, friendly_errors, settings_or_exit
+from lakehouse.cli.common import console, friendly_errors, stack_settings_or_exit
+
+#: what the click benchmarks read and write: topics, tables, the catalog
+CLICK_STACK = ("kafka", "s3", "metastore")
 from lakehouse.settings import REPO_ROOT
 
 def _report(settings, out, seconds: float) -> None:
@@ -43,7 +46,7 @@ def ingest(
     from pipeline.benchmark import run, save
     from pipeline.metrics import serve
 
-    settings = settings_or_exit()
+    settings = stack_settings_or_exit(*CLICK_STACK)
     out = REPO_ROOT / "results" / f"bench-ingest-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
@@ -75,6 +78,7 @@ def load(
     """Highest events/s Locust sustains against the local broker, per process count, with produce latency."""
     from loadgen.run import run
 
+    settings = stack_settings_or_exit("kafka", "s3")
     out = REPO_ROOT / "results" / f"bench-load-{time.strftime('%Y%m%d-%H%M%S')}"
     began = time.monotonic()
     table = Table(title=f"load generator capacity ({seconds:.0f}s trials)")
@@ -94,7 +98,7 @@ def load(
                     break
     console.print(table)
     console.print(f"reports under {out}")
-    _report(settings_or_exit(), out, time.monotonic() - began)
+    _report(settings, out, time.monotonic() - began)
 
 
 @app.command()
@@ -106,7 +110,7 @@ def cdc(
     from pipeline.cdc.benchmark import run
     from pipeline.metrics import serve
 
-    settings = settings_or_exit()
+    settings = stack_settings_or_exit(*CLICK_STACK, "mariadb")
     began = time.monotonic()
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)  # so Prometheus sees the run
@@ -127,7 +131,7 @@ def broker(messages: Annotated[int, typer.Option(help="Messages per engine (abou
     from deploy.local.broker_benchmark import compare
 
     with friendly_errors():
-        figures = compare(settings_or_exit(), messages)
+        figures = compare(stack_settings_or_exit("kafka", "s3"), messages)
     _print_figures(f"local broker, {messages:,} messages of ~200 bytes, batched producer",
                    [(f"{f.engine}: produce / consume msg/s", f"{f.produce_per_s:,.0f} / {f.consume_per_s:,.0f}")
                     for f in figures])
@@ -141,7 +145,7 @@ def broker_growth(
     from deploy.local.broker_benchmark import fetch_cost_by_size
 
     steps = tuple(n for n in (500, 1000, 2000, 4000, 8000, 16000, 32000) if n < batches) + (batches,)
-    settings = settings_or_exit()
+    settings = stack_settings_or_exit("kafka", "s3")
     with friendly_errors():
         figures = fetch_cost_by_size(settings.kafka.bootstrap, steps, progress=console.log)
     _print_figures(f"tail fetch on the stack's broker ({settings.kafka.storage} engine) by batches stored",
@@ -177,7 +181,7 @@ def soak(
     from lakehouse.soak import MAX_FILES_PER_PARTITION, private_broker, run_soak
     from pipeline.metrics import serve
 
-    settings = settings_or_exit()
+    settings = stack_settings_or_exit("s3", "metastore", *(("kafka",) if broker == "stack" else ()))
     out = REPO_ROOT / "results" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         seconds, interval = parse_duration(duration), parse_duration(every)
@@ -224,7 +228,7 @@ def upserts(
     from pipeline.cdc.upsert_benchmark import run
     from pipeline.spark_session import build_session
 
-    settings = settings_or_exit()
+    settings = stack_settings_or_exit("s3", "metastore")
     with friendly_errors():
         spark = build_session(settings, "lakehouse-bench-upserts")
         try:

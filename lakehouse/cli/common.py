@@ -30,6 +30,30 @@ def settings_or_exit() -> Settings:
         raise typer.Exit(2) from None
 
 
+def stack_settings_or_exit(*needed: str) -> Settings:
+    """Settings, once the local stack's ``needed`` services answer; else one line saying how to start them.
+
+    The benchmarks run on the local stack: without this check a stopped metastore shows up
+    as a page of JVM connection retries and a thrift traceback, long after the command began.
+    """
+    from deploy.local.stack import LocalStack
+
+    def answers(svc) -> bool:
+        try:
+            return svc.ready()
+        except Exception:  # noqa: BLE001 - e.g. no credentials yet: the stack never started here
+            return False
+
+    settings = settings_or_exit()
+    down = [f"{svc.name} ({svc.main_port})" for svc in LocalStack(settings).services()
+            if svc.name in needed and not answers(svc)]
+    if down:
+        console.print(f"[red]error:[/] the local stack is not up: {', '.join(down)} not answering. Start it with "
+                      "`lakehouse stack up` (the Makefile targets do so), then run this again.")
+        raise typer.Exit(1)
+    return settings
+
+
 @contextmanager
 def friendly_errors() -> Iterator[None]:
     """Show known, fixable problems as one clear message instead of a traceback."""

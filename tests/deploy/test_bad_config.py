@@ -158,3 +158,14 @@ def test_a_nearly_full_disk_is_refused_before_anything_starts(other_stack, monke
     message = str(err.value)
     assert "MiB free on the disk of" in message and "LAKEHOUSE_PIPELINE__MIN_FREE_DISK_MB" in message
     assert _alive_records(other_stack) == []
+
+
+def test_a_benchmark_without_the_stack_says_how_to_start_it(tmp_path):
+    """No stack on these ports: the soak names what is down and the command that starts it, before any JVM."""
+    env = {**os.environ, **side_by_side_env(tmp_path / "run", SHIFT + 7)}
+    out = subprocess.run([sys.executable, "-m", "lakehouse.cli.main", "bench", "soak", "--duration", "60"],
+                         capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert "the local stack is not up: s3" in out.stderr and "metastore" in out.stderr
+    assert "lakehouse stack up" in out.stderr
+    assert "Traceback" not in out.stderr
