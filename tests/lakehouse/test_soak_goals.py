@@ -11,8 +11,9 @@ from pathlib import Path
 from lakehouse.soak import Sample, SoakResult
 
 
-def _sample(elapsed_s: float, query_ms: float, committed: int = 1000, under_load: bool = True) -> Sample:
-    return Sample(elapsed_s, committed, 5, 20, 0, 50, 10_000, query_ms, 4.0, under_load=under_load)
+def _sample(elapsed_s: float, cpu_ms: float, committed: int = 1000, under_load: bool = True,
+            wall_ms: float = 100.0) -> Sample:
+    return Sample(elapsed_s, committed, 5, 20, 0, 50, 10_000, wall_ms, 4.0, under_load=under_load, query_cpu_ms=cpu_ms)
 
 
 def _result(samples: list[Sample]) -> SoakResult:
@@ -32,3 +33,12 @@ def test_drift_compares_the_last_third_with_the_first_and_skips_empty_windows():
     samples = [_sample(60, 900, committed=0)] + [_sample(60 * i, ms) for i, ms in
                                                  enumerate([100, 100, 110, 120, 130, 130], start=2)]
     assert round(_result(samples).drift, 2) == 0.30
+
+
+def test_the_goal_reads_the_readers_cpu_and_reports_wall_time_beside_it():
+    """Wall time doubling while the reader's work stays put is the cores being busy, not the table aging."""
+    samples = [_sample(60 * i, 40, wall_ms=wall) for i, wall in enumerate([50, 50, 60, 90, 100, 100], start=1)]
+    result = _result(samples)
+    assert result.drift == 0.0 and result.wall_drift == 1.0
+    result.samples = [_sample(60 * i, cpu) for i, cpu in enumerate([40, 40, 44, 50, 52, 52], start=1)]
+    assert round(result.drift, 2) == 0.30
