@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from lakehouse.settings import Settings
 
-#: properties every table gets: v2 (row-level deletes) and bounded metadata history
+#: properties every table gets: v2 (row-level deletes), bounded metadata history, and few manifests.
+#: A writer committing every few seconds adds one manifest per commit (~9 KB, mostly its header, for one
+#: data file) and a reader opens every manifest of the snapshot: merging them at commit once 8 pile up
+#: (Iceberg's default waits for 100) keeps the reader's planning flat between maintenance passes.
 COMMON_PROPERTIES = {
     "format-version": "2",
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "50",
+    "commit.manifest.min-count-to-merge": "8",
     "write.parquet.compression-codec": "zstd",
     "commit.retry.num-retries": "10",
 }
