@@ -233,7 +233,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     from pipeline.clicks.job import ClickIngestJob
     from pipeline.kafka_source.planner import records_in_topic
     from pipeline.spark_session import build_session
-    from lakehouse.soak_reader import SoakReader
+    from lakehouse.soak_reader import cost_in_fresh_process
 
     s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"), "soak")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -252,7 +252,6 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
         [sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate), "--duration", str(duration),
          "--bad-share", "0.01", "--topic", s.kafka.clicks_topic],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(s))
-    reader = SoakReader(s)
     samples: list[Sample] = []
     began = time.monotonic()
     seen = E2E_LATENCY.counts(s.catalog.clicks_table)
@@ -269,7 +268,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
             committed = spark.table(table).count()
             now = E2E_LATENCY.counts(s.catalog.clicks_table)
             maintenance_now, batches_now = maintenance_seconds(), _histogram_sums(BATCH_SECONDS.collect())
-            cost = reader.cost()
+            cost = cost_in_fresh_process(_env(s))
             sample = Sample(round(time.monotonic() - began, 1), committed, worst, files, deletes, snaps,
                             manifest_bytes, cost.wall_ms,
                             round(window_quantile(E2E_LATENCY.buckets, seen, now, 0.95), 2),

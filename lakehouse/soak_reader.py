@@ -9,15 +9,23 @@ table's shape decides and maintenance controls; beside the same busy loops they 
 36 -> 37 ms. The soak's drift goal is judged on CPU, and wall time is reported beside it.
 
 DuckDB runs with one thread so all of a query's work happens on the calling thread, whose
-CPU time the kernel counts apart from the soak's other threads (the click job's driver).
+CPU time the kernel counts apart from any other thread.
+
+Each sample is read by a fresh process (:func:`cost_in_fresh_process`), as a user's query
+would be: read from inside the soak's own process, which also drives the click job, the
+same table cost 37-49 ms of CPU late in an hour and 27-32 ms from a new process at the end,
+so the drift partly measured the harness's aging heap and DuckDB connection, not the table.
 """
 
 from __future__ import annotations
 
+import json
 import resource
 import statistics
+import subprocess
+import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from lakehouse.settings import Settings
 
@@ -67,3 +75,18 @@ class SoakReader:
             walls.append(best_wall)
             cpus.append(best_cpu)
         return ReaderCost(round(statistics.median(walls), 1), round(statistics.median(cpus), 1))
+
+
+def cost_in_fresh_process(env: dict[str, str], runs: int = 3, timeout_s: float = 300) -> ReaderCost:
+    """:meth:`SoakReader.cost` measured by a new Python process whose settings come from ``env``."""
+    done = subprocess.run([sys.executable, "-m", "lakehouse.soak_reader", str(runs)], env=env,
+                          capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0:
+        raise RuntimeError(f"the soak reader failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    return ReaderCost(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+if __name__ == "__main__":
+    from lakehouse.settings import load_settings
+
+    print(json.dumps(asdict(SoakReader(load_settings(), runs=int(sys.argv[1]) if len(sys.argv) > 1 else 3).cost())))
