@@ -75,6 +75,7 @@ class SoakResult:
     latency_drift_limit: float
     distinct_offsets: int = 0  # distinct (partition, offset) among the rows
     failures: list[str] = field(default_factory=list)
+    maintenance: bool = True  # False for the --no-maintenance baseline
 
     @property
     def duplicated_by_pipeline(self) -> int:
@@ -297,7 +298,8 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     dead = spark.table(s.catalog.dead_letter_table).count()
     if own_session:
         spark.stop()
-    result = SoakResult(samples, produced, rows, distinct, dead, out_dir, latency_drift, offsets)
+    result = SoakResult(samples, produced, rows, distinct, dead, out_dir, latency_drift, offsets,
+                        maintenance=maintenance)
     result.failures = _goals(result)
     _write(result)
     return result
@@ -359,15 +361,17 @@ def _write(r: SoakResult) -> None:
         ax.grid(alpha=0.3)
     axes.flat[0].axhline(MAX_FILES_PER_PARTITION, color="red", linestyle="--", label="goal")
     axes.flat[0].legend()
-    busy = axes.flat[3].twinx()  # what maintenance took in each window, behind the freshness it may cost
-    width = (minutes[1] - minutes[0]) * 0.6 if len(minutes) > 1 else 0.5
-    compact, expire = [x.compact_s for x in r.samples], [x.expire_s for x in r.samples]
-    busy.bar(minutes, compact, width=width, alpha=0.25, color="tab:orange", label="compact")
-    busy.bar(minutes, expire, width=width, bottom=compact, alpha=0.25, color="tab:red", label="expire")
-    busy.bar(minutes, [x.other_maintenance_s for x in r.samples], width=width,
-             bottom=[c + e for c, e in zip(compact, expire, strict=True)], alpha=0.25, color="tab:gray", label="other")
-    busy.set_ylabel("maintenance seconds in the window")
-    busy.legend(loc="upper right")
-    fig.suptitle("Soak: the tables stay small and fast under steady load with maintenance on")
+    if r.maintenance:
+        busy = axes.flat[3].twinx()  # what maintenance took in each window, behind the freshness it may cost
+        width = (minutes[1] - minutes[0]) * 0.6 if len(minutes) > 1 else 0.5
+        compact, expire = [x.compact_s for x in r.samples], [x.expire_s for x in r.samples]
+        busy.bar(minutes, compact, width=width, alpha=0.25, color="tab:orange", label="compact")
+        busy.bar(minutes, expire, width=width, bottom=compact, alpha=0.25, color="tab:red", label="expire")
+        busy.bar(minutes, [x.other_maintenance_s for x in r.samples], width=width,
+                 bottom=[c + e for c, e in zip(compact, expire, strict=True)], alpha=0.25, color="tab:gray", label="other")
+        busy.set_ylabel("maintenance seconds in the window")
+        busy.legend(loc="upper right")
+    fig.suptitle("Soak under steady load, maintenance on" if r.maintenance
+                 else "Soak under steady load, no maintenance (the baseline)")
     fig.savefig(r.out_dir / "soak.png", dpi=110)
     plt.close(fig)
