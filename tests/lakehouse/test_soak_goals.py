@@ -42,3 +42,17 @@ def test_the_goal_reads_the_readers_cpu_and_reports_wall_time_beside_it():
     assert result.drift == 0.0 and result.wall_drift == 1.0
     result.samples = [_sample(60 * i, cpu) for i, cpu in enumerate([40, 40, 44, 50, 52, 52], start=1)]
     assert round(result.drift, 2) == 0.30
+
+
+def test_samples_and_plot_are_written_for_the_baseline_and_with_maintenance(tmp_path):
+    """The no-maintenance baseline has no maintenance seconds to stack; its plot must still be drawn."""
+    from lakehouse.soak import _write
+
+    for maintenance in (True, False):
+        out = tmp_path / str(maintenance)
+        out.mkdir()
+        samples = [_sample(60 * i, 40) for i in range(1, 4)]
+        _write(SoakResult(samples, produced=1000, rows=1000, distinct_ids=1000, dead_letters=0, out_dir=out,
+                          latency_drift_limit=0.10, maintenance=maintenance))
+        assert (out / "soak.png").stat().st_size > 10_000
+        assert len((out / "soak.csv").read_text().splitlines()) == 1 + len(samples)
