@@ -11,9 +11,10 @@ lakehouse.soak_reader says why both) and the
 freshness p95 of that window (produce -> commit, from the writer's latency histogram:
 a scan of the table would count compacted rows as committed when compaction rewrote
 them), and what the window cost: the click job's mean batch time and the seconds the
-maintenance service spent per action, so a freshness change can be traced to what took
-the cores. At the end every produced event must be in the table
-exactly once (by eventId) and the goals are checked:
+maintenance service spent per action and the CPU seconds of the writer's and the
+maintenance service's processes, so a freshness change can be traced to what took the
+cores. At the end every produced event must be in the table exactly once (by eventId)
+and the goals are checked:
 
 - live data files per day-partition <= 64 at every sample;
 - query drift, in the reader's CPU per query (median of the last third of the samples taken
@@ -62,6 +63,8 @@ class Sample:
     other_maintenance_s: float = 0.0  # ... on every other action
     under_load: bool = True  # the producer was still writing when the sample was taken
     query_cpu_ms: float = 0.0  # the same queries' CPU time: the reader's own work, whoever else wants the cores
+    writer_cpu_s: float = 0.0  # CPU seconds the writer's process (and its Spark JVM) used in the window
+    maintenance_cpu_s: float = 0.0  # ... the maintenance service's processes (actions, health reads, GC)
 
 
 @dataclass
@@ -123,16 +126,17 @@ def _shape(spark, table: str) -> tuple[int, int, int, int, int]:
 
 
 @contextmanager
-def maintenance_service(settings: Settings, log_path: Path) -> Iterator[Callable[[], dict]]:
+def maintenance_service(settings: Settings, log_path: Path) -> Iterator[tuple[Callable[[], dict], Callable[[], float]]]:
     """`lakehouse run maintain` on the soak's tables, in a process of its own.
 
     Its own Spark application, as in Kubernetes, so it runs at its lower CPU priority
     (``maintenance.nice``) and the writer's batches get the cores first. Yields a function
-    that reads its maintenance seconds so far from its /metrics.
+    that reads its maintenance seconds so far from its /metrics, and one for its CPU seconds so far.
     """
     from prometheus_client.parser import text_string_to_metric_families
 
     from deploy.local.processes import free_port
+    from lakehouse.process_cpu import tree_cpu_seconds
     from pipeline.metrics import MAINTENANCE_SECONDS
 
     s = settings.model_copy(deep=True)
@@ -154,7 +158,7 @@ def maintenance_service(settings: Settings, log_path: Path) -> Iterator[Callable
         return _histogram_sums(f for f in text_string_to_metric_families(text) if f.name == name)
 
     try:
-        yield seconds_so_far
+        yield seconds_so_far, lambda: tree_cpu_seconds(process.pid)
     finally:
         process.terminate()  # stops after the current pass
         try:
@@ -234,6 +238,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     from pipeline.clicks.job import ClickIngestJob
     from pipeline.kafka_source.planner import records_in_topic
     from pipeline.spark_session import build_session
+    from lakehouse.process_cpu import process_cpu_seconds, tree_cpu_seconds
     from lakehouse.soak_reader import cost_in_fresh_process
 
     s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"), "soak")
@@ -245,8 +250,12 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     ClickIngestJob(spark, s).close()  # creates the tables before the first sample
     table = f"{s.catalog.name}.{s.catalog.clicks_table}"
     stop, services = threading.Event(), ExitStack()
-    maintenance_seconds = (services.enter_context(maintenance_service(s, out_dir / "maintenance.log"))
-                           if maintenance else dict)
+    maintenance_seconds, maintenance_cpu = (services.enter_context(maintenance_service(s, out_dir / "maintenance.log"))
+                                            if maintenance else (dict, lambda: 0.0))
+    writer_jvm = getattr(spark.sparkContext._gateway, "proc", None)  # None when PySpark joined a running JVM
+
+    def writer_cpu() -> float:
+        return process_cpu_seconds() + (tree_cpu_seconds(writer_jvm.pid) if writer_jvm else 0.0)
     jobs = threading.Thread(target=run_jobs, args=(spark, s, ["clicks"], stop), daemon=True)
     jobs.start()
     producer = subprocess.Popen(
@@ -257,6 +266,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     began = time.monotonic()
     seen = E2E_LATENCY.counts(s.catalog.clicks_table)
     maintenance_seen, batches_seen = maintenance_seconds(), _histogram_sums(BATCH_SECONDS.collect())
+    cpu_seen = writer_cpu(), maintenance_cpu()
     progress(f"soak: {rate:,.0f} events/s for {duration:.0f} s into {s.kafka.clicks_topic}, sample every {every:.0f} s; "
              + (f"maintenance at nice {s.maintenance.nice}, log {out_dir / 'maintenance.log'}" if maintenance
                 else "no maintenance"))
@@ -269,19 +279,23 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
             committed = spark.table(table).count()
             now = E2E_LATENCY.counts(s.catalog.clicks_table)
             maintenance_now, batches_now = maintenance_seconds(), _histogram_sums(BATCH_SECONDS.collect())
+            cpu_now = writer_cpu(), maintenance_cpu()
             cost = cost_in_fresh_process(_env(s))
             sample = Sample(round(time.monotonic() - began, 1), committed, worst, files, deletes, snaps,
                             manifest_bytes, cost.wall_ms,
                             round(window_quantile(E2E_LATENCY.buckets, seen, now, 0.95), 2),
                             **_window_activity(maintenance_seen, maintenance_now, batches_seen, batches_now),
-                            under_load=under_load, query_cpu_ms=cost.cpu_ms)
-            seen, maintenance_seen, batches_seen = now, maintenance_now, batches_now
+                            under_load=under_load, query_cpu_ms=cost.cpu_ms,
+                            writer_cpu_s=round(max(0.0, cpu_now[0] - cpu_seen[0]), 1),
+                            maintenance_cpu_s=round(max(0.0, cpu_now[1] - cpu_seen[1]), 1))
+            seen, maintenance_seen, batches_seen, cpu_seen = now, maintenance_now, batches_now, cpu_now
             samples.append(sample)
             progress(f"  t={sample.elapsed_s:>6.0f}s rows={committed:>9,} files/partition={worst:>3} "
                      f"deletes={deletes} snapshots={snaps:>3} manifests={manifest_bytes / 1024:,.0f} KiB "
                      f"queries={sample.query_ms:,.0f} ms ({sample.query_cpu_ms:,.0f} ms CPU) freshness p95={sample.freshness_p95_s} s "
                      f"batch={sample.batch_s_mean} s maintenance: compact={sample.compact_s} s "
-                     f"expire={sample.expire_s} s other={sample.other_maintenance_s} s")
+                     f"expire={sample.expire_s} s other={sample.other_maintenance_s} s; "
+                     f"CPU writer={sample.writer_cpu_s} s maintenance={sample.maintenance_cpu_s} s")
             if finished:
                 break
         progress(producer.stdout.read().strip() if producer.stdout else "")

@@ -1,0 +1,37 @@
+"""CPU seconds used by a process tree: which process took the cores in a soak window.
+
+A window's freshness moves with who else was running; wall seconds per maintenance action
+(the soak's ``compact_s``) miss what the maintenance JVM burns between actions (health
+reads, garbage collection, planning), so the soak also diffs CPU time of the writer's and
+the maintenance service's process trees.
+"""
+
+from __future__ import annotations
+
+import psutil
+
+
+def _own_seconds(process: psutil.Process, reaped_children: bool) -> float:
+    times = process.cpu_times()
+    return times.user + times.system + (times.children_user + times.children_system if reaped_children else 0.0)
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` and every descendant, living or already reaped (0 once ``pid`` is gone)."""
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0.0
+    for process in processes:
+        try:
+            total += _own_seconds(process, reaped_children=True)
+        except psutil.NoSuchProcess:
+            continue  # ended between the listing and the read: its time moved to its parent's reaped share
+    return total
+
+
+def process_cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU of one process alone (default: this one), not its children."""
+    return _own_seconds(psutil.Process(pid), reaped_children=False)

@@ -1,0 +1,31 @@
+"""The soak's CPU accounting counts a process's descendants, and only them when asked to."""
+
+import subprocess
+import sys
+import time
+
+from lakehouse.process_cpu import process_cpu_seconds, tree_cpu_seconds
+
+BURN = "import time\nend = time.process_time() + 0.8\nwhile time.process_time() < end: pass\ntime.sleep(60)"
+
+
+def test_a_grandchild_burning_cpu_counts_for_the_tree_not_for_its_idle_parent():
+    parent = subprocess.Popen(["sh", "-c", f'"{sys.executable}" -c "$BURN" & wait'], env={"BURN": BURN})
+    try:
+        deadline = time.monotonic() + 20
+        while tree_cpu_seconds(parent.pid) < 0.8 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert tree_cpu_seconds(parent.pid) >= 0.8
+        assert process_cpu_seconds(parent.pid) < 0.2  # the shell only waits
+    finally:
+        subprocess.run(["pkill", "-P", str(parent.pid)], check=False)
+        parent.wait(10)
+    assert tree_cpu_seconds(parent.pid) == 0.0  # gone: nothing to count, no error
+
+
+def test_this_process_is_the_default():
+    before = process_cpu_seconds()
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+    assert process_cpu_seconds() - before >= 0.25
