@@ -262,8 +262,9 @@ class MaintenanceSettings(BaseModel):
     orphan_interval_minutes: float = Field(60.0, gt=0, description="How often orphan files are looked for.")
     commit_retries: int = Field(4, ge=0, description="Retries of a maintenance commit that lost a race.")
     nice: int = Field(
-        10, ge=0, le=19, description="CPU niceness `lakehouse run maintain` gives itself (and its Spark JVM), so "
-                                     "on a shared machine the streaming writers get the cores first.")
+        19, ge=0, le=19, description="CPU niceness `lakehouse run maintain` gives itself (and its Spark JVM), so "
+                                     "on a shared machine the streaming writers get the cores first (19: it "
+                                     "runs on what they leave; README, 'The hour').")
 
     @property
     def small_file_bytes(self) -> int:

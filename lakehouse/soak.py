@@ -27,20 +27,18 @@ from __future__ import annotations
 
 import csv
 import math
-import os
-import signal
 import statistics
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from lakehouse.process_cpu import process_cpu_seconds, tree_cpu_seconds
 from lakehouse.settings import Settings
+from lakehouse.soak_services import MaintenanceProbe, child_env, histogram_sums, maintenance_service
 
 MAX_FILES_PER_PARTITION = 64
 COMPACTION = ("compact", "merge")  # the maintenance actions that rewrite data files
@@ -125,94 +123,6 @@ def _shape(spark, table: str) -> tuple[int, int, int, int, int]:
     return row.worst, row.files, row.deletes, row.snaps, row.manifest_bytes
 
 
-@contextmanager
-def maintenance_service(settings: Settings, log_path: Path) -> Iterator[tuple[Callable[[], dict], Callable[[], float]]]:
-    """`lakehouse run maintain` on the soak's tables, in a process of its own.
-
-    Its own Spark application, as in Kubernetes, so it runs at its lower CPU priority
-    (``maintenance.nice``) and the writer's batches get the cores first. Yields a function
-    that reads its maintenance seconds so far from its /metrics, and one for its CPU seconds so far.
-    """
-    from prometheus_client.parser import text_string_to_metric_families
-
-    from deploy.local.processes import free_port
-    from lakehouse.process_cpu import tree_cpu_seconds
-    from pipeline.metrics import MAINTENANCE_SECONDS
-
-    s = settings.model_copy(deep=True)
-    s.metrics.maintenance_port = free_port(s.metrics.host)
-    with log_path.open("ab") as log:
-        process = subprocess.Popen([sys.executable, "-m", "lakehouse", "run", "maintain"], env=_env(s), stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://{s.metrics.host}:{s.metrics.maintenance_port}/metrics"
-    name = MAINTENANCE_SECONDS.describe()[0].name
-
-    def seconds_so_far() -> dict[str, tuple[float, float]]:
-        if process.poll() is not None:
-            raise RuntimeError(f"the soak's maintenance service exited with code {process.returncode}: see {log_path}")
-        try:
-            with urllib.request.urlopen(url, timeout=10) as response:
-                text = response.read().decode()
-        except OSError:
-            return {}  # its JVM is still starting: nothing done yet
-        return _histogram_sums(f for f in text_string_to_metric_families(text) if f.name == name)
-
-    try:
-        yield seconds_so_far, lambda: tree_cpu_seconds(process.pid)
-    finally:
-        process.terminate()  # stops after the current pass
-        try:
-            process.wait(180)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
-@contextmanager
-def private_broker(settings: Settings, log_path: Path) -> Iterator[Settings]:
-    """A Tansu broker of the soak's own, on its memory engine and a free loopback port.
-
-    The stack's broker stores its log in S3 and slows down as partitions grow (README,
-    "Broker durability"); an hour of load would measure the broker, not the tables.
-    """
-    from deploy.local.services.broker import Broker
-
-    from deploy.local.processes import free_port
-
-    port = free_port(settings.kafka.host)
-    s = settings.model_copy(deep=True)
-    s.kafka.port, s.kafka.storage = port, "memory"
-    broker = Broker(s)
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(broker.command(), stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **broker.env()})
-    try:
-        deadline = time.monotonic() + 30
-        while not broker.ready():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the soak's private broker did not start on port {port}: see {log_path}")
-            time.sleep(0.2)
-        yield s
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
-
-def _histogram_sums(families) -> dict[str, tuple[float, float]]:
-    """(sum, count) so far of a one-label histogram, by label value: diff two to get a window."""
-    totals: dict[str, list[float]] = {}
-    for family in families:
-        for sample in family.samples:
-            label = next(iter(sample.labels.values()), "")
-            if sample.name.endswith("_sum"):
-                totals.setdefault(label, [0.0, 0.0])[0] = sample.value
-            elif sample.name.endswith("_count"):
-                totals.setdefault(label, [0.0, 0.0])[1] = sample.value
-    return {k: (v[0], v[1]) for k, v in totals.items()}
-
-
 def _window_activity(before: dict, after: dict, batches_before: dict, batches_after: dict) -> dict[str, float]:
     """What the writer and the maintenance service spent in one window: to see which one took the cores."""
     def spent(totals_before, totals_after, key):
@@ -238,7 +148,6 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     from pipeline.clicks.job import ClickIngestJob
     from pipeline.kafka_source.planner import records_in_topic
     from pipeline.spark_session import build_session
-    from lakehouse.process_cpu import process_cpu_seconds, tree_cpu_seconds
     from lakehouse.soak_reader import cost_in_fresh_process
 
     s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"), "soak")
@@ -250,23 +159,24 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     ClickIngestJob(spark, s).close()  # creates the tables before the first sample
     table = f"{s.catalog.name}.{s.catalog.clicks_table}"
     stop, services = threading.Event(), ExitStack()
-    maintenance_seconds, maintenance_cpu = (services.enter_context(maintenance_service(s, out_dir / "maintenance.log"))
-                                            if maintenance else (dict, lambda: 0.0))
+    probe = (services.enter_context(maintenance_service(s, out_dir / "maintenance.log"))
+             if maintenance else MaintenanceProbe())
     writer_jvm = getattr(spark.sparkContext._gateway, "proc", None)  # None when PySpark joined a running JVM
 
     def writer_cpu() -> float:
         return process_cpu_seconds() + (tree_cpu_seconds(writer_jvm.pid) if writer_jvm else 0.0)
+
     jobs = threading.Thread(target=run_jobs, args=(spark, s, ["clicks"], stop), daemon=True)
     jobs.start()
     producer = subprocess.Popen(
         [sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate), "--duration", str(duration),
          "--bad-share", "0.01", "--topic", s.kafka.clicks_topic],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(s))
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env(s))
     samples: list[Sample] = []
     began = time.monotonic()
     seen = E2E_LATENCY.counts(s.catalog.clicks_table)
-    maintenance_seen, batches_seen = maintenance_seconds(), _histogram_sums(BATCH_SECONDS.collect())
-    cpu_seen = writer_cpu(), maintenance_cpu()
+    maintenance_seen, batches_seen = probe.seconds_so_far(), histogram_sums(BATCH_SECONDS.collect())
+    cpu_seen = writer_cpu(), probe.cpu_so_far()
     progress(f"soak: {rate:,.0f} events/s for {duration:.0f} s into {s.kafka.clicks_topic}, sample every {every:.0f} s; "
              + (f"maintenance at nice {s.maintenance.nice}, log {out_dir / 'maintenance.log'}" if maintenance
                 else "no maintenance"))
@@ -278,9 +188,9 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
             worst, files, deletes, snaps, manifest_bytes = _shape(spark, table)
             committed = spark.table(table).count()
             now = E2E_LATENCY.counts(s.catalog.clicks_table)
-            maintenance_now, batches_now = maintenance_seconds(), _histogram_sums(BATCH_SECONDS.collect())
-            cpu_now = writer_cpu(), maintenance_cpu()
-            cost = cost_in_fresh_process(_env(s))
+            maintenance_now, batches_now = probe.seconds_so_far(), histogram_sums(BATCH_SECONDS.collect())
+            cpu_now = writer_cpu(), probe.cpu_so_far()
+            cost = cost_in_fresh_process(child_env(s))
             sample = Sample(round(time.monotonic() - began, 1), committed, worst, files, deletes, snaps,
                             manifest_bytes, cost.wall_ms,
                             round(window_quantile(E2E_LATENCY.buckets, seen, now, 0.95), 2),
@@ -317,13 +227,6 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     result.failures = _goals(result)
     _write(result)
     return result
-
-
-def _env(s: Settings) -> dict[str, str]:
-    """The environment for a child of the soak (producer, maintenance): it resolves exactly ``s``."""
-    from lakehouse.settings_env import settings_env
-
-    return {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")} | settings_env(s, with_secrets=True)
 
 
 def _committed_total(spark, s: Settings) -> int:

@@ -179,7 +179,8 @@ def soak(
     from contextlib import nullcontext
 
     from loadgen.run import parse_duration
-    from lakehouse.soak import MAX_FILES_PER_PARTITION, private_broker, run_soak
+    from lakehouse.soak import MAX_FILES_PER_PARTITION, run_soak
+    from lakehouse.soak_services import private_broker
     from pipeline.metrics import serve
 
     settings = stack_settings_or_exit("s3", "metastore", *(("kafka",) if broker == "stack" else ()))

@@ -21,7 +21,8 @@ import math
 
 import pytest
 
-from lakehouse.soak import MAX_FILES_PER_PARTITION, private_broker, run_soak
+from lakehouse.soak import MAX_FILES_PER_PARTITION, run_soak
+from lakehouse.soak_services import private_broker
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
