@@ -20,6 +20,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from lakehouse.job_settings import MaintenanceSettings, PipelineSettings
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
 CREDENTIALS_FILE = "credentials.json"
@@ -204,77 +206,6 @@ class MetricsSettings(BaseModel):
             "aggregate": self.aggregate_port,
             "maintenance": self.maintenance_port,
         }
-
-
-class PipelineSettings(BaseModel):
-    """Knobs of the Spark jobs."""
-
-    trigger_seconds: float = Field(2.0, gt=0, description="Micro-batch interval.")
-    max_records_per_partition: int = Field(200_000, ge=1, description="Back-pressure cap per partition per batch.")
-    dimension_refresh_seconds: float = Field(
-        10.0, ge=0, description="How old the click job's snapshot of the product and member dimensions may get "
-                                "before a batch reads them again (0: every batch).")
-    on_offsets_expired: Literal["fail", "earliest"] = "fail"
-    max_event_bytes: int = Field(16_384, ge=64)
-    max_event_age_days: int = Field(7, ge=1)
-    max_event_future_seconds: int = Field(300, ge=0)
-    spark_deploy: Literal["local", "cluster"] = Field(
-        "local", description="'local': the job starts its own Spark (local[2]) with the pinned jars; 'cluster': it "
-                             "runs under spark-submit (spark-operator on Kubernetes), which sets master, driver, "
-                             "executors and classpath.")
-    spark_driver_memory: str = "1g"
-    spark_shuffle_partitions: int = Field(4, ge=1)
-    writer_pool_weight: int = Field(
-        8, ge=1, description="Spark FAIR-scheduler weight of the writers' pools (clicks, dims, aggregate) against "
-                             "maintenance's (1) when they share an application: a free core goes to a writer's "
-                             "batch first, so compaction uses what the writers leave.")
-    aggregate_trigger_seconds: float = Field(2.0, gt=0, description="Micro-batch interval of the live aggregates.")
-    aggregate_on_snapshot_expired: Literal["rebuild", "fail"] = Field(
-        "rebuild", description="When the live aggregates' position was expired by maintenance: recompute the "
-                               "aggregates from the whole table, or stop with an error.")
-    checkpoint_dir: Path | None = Field(None, description="Spark streaming checkpoints (default <run_dir>/checkpoints).")
-    min_free_disk_mb: int = Field(
-        256, ge=0, description="Writers start no batch while the run directory's disk has less free space than "
-                               "this (the local stack keeps its object store and databases there): they wait, "
-                               "saying so, instead of failing half-way through a commit.")
-
-
-class MaintenanceSettings(BaseModel):
-    """When `lakehouse run maintain` compacts, rewrites and expires (Iceberg's procedures do the work)."""
-
-    interval_seconds: float = Field(60.0, gt=0, description="Seconds between maintenance passes over the tables.")
-    target_file_mb: int = Field(64, ge=1, description="Size compaction aims for.")
-    small_file_mb: float = Field(8.0, gt=0, description="Data files below this count as small.")
-    compact_small_files: int = Field(
-        16, ge=2, description="Compact a partition's small files into one once it holds this many.")
-    compact_medium_files: int = Field(
-        8, ge=2, description="Merge a partition's files under 3/4 of the target size (the small files' "
-                             "compaction output) once it holds this many that are not small.")
-    delete_files_threshold: int = Field(
-        8, ge=1, description="Rewrite delete files (apply them to data) once a table holds this many.")
-    manifests_threshold: int = Field(24, ge=2, description="Rewrite manifests once a snapshot has this many.")
-    snapshot_retention_minutes: float = Field(
-        60.0, gt=0, description="Snapshots older than this are expired (time travel reaches this far back).")
-    retain_last_snapshots: int = Field(10, ge=1, description="Snapshots always kept, however old.")
-    orphan_older_than_hours: float = Field(
-        24.0, ge=0, description="Unreferenced files younger than this are never removed (a writer may be "
-                                "about to commit them).")
-    orphan_interval_minutes: float = Field(60.0, gt=0, description="How often orphan files are looked for.")
-    commit_retries: int = Field(4, ge=0, description="Retries of a maintenance commit that lost a race.")
-    nice: int = Field(
-        19, ge=0, le=19, description="CPU niceness `lakehouse run maintain` gives itself (and its Spark JVM), so "
-                                     "on a shared machine the streaming writers get the cores first (19: it "
-                                     "runs on what they leave; README, 'The hour').")
-
-    @property
-    def small_file_bytes(self) -> int:
-        return int(self.small_file_mb * 1024 * 1024)
-
-    @property
-    def medium_file_bytes(self) -> int:
-        """Files from small up to here are merged; above it they are near the target and stay put
-        (3/4 of the target, Iceberg's own default for ``min-file-size-bytes``)."""
-        return int(self.target_file_mb * 1024 * 1024 * 3 // 4)
 
 
 class Settings(BaseSettings):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from lakehouse.settings import MaintenanceSettings
+from lakehouse.job_settings import MaintenanceSettings
 from pipeline.maintenance.health import TableHealth
 
 log = logging.getLogger(__name__)

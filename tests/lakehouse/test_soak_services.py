@@ -11,13 +11,10 @@ from lakehouse.soak_services import maintenance_service
 
 pytestmark = [pytest.mark.stack]
 
-TABLE_FIELDS = ("clicks_table", "dead_letter_table", "products_table", "members_table",
-                "product_views_table", "member_activity_table", "daily_users_table")
-
-
 def test_maintenance_service_and_its_spark_jvm_run_at_the_configured_niceness(settings, tmp_path):
     s = settings.model_copy(deep=True)
-    for name in TABLE_FIELDS:  # tables that do not exist: the service idles instead of maintaining the suite's
+    tables = [name for name in type(s.catalog).model_fields if name.endswith("_table")]
+    for name in tables:  # tables that do not exist: the service idles instead of maintaining the suite's
         setattr(s.catalog, name, f"nice_probe.{name}_{time.time_ns()}")
     s.maintenance.nice, s.maintenance.interval_seconds = 17, 5
     with maintenance_service(s, tmp_path / "maintenance.log") as probe:
