@@ -16,9 +16,9 @@ def _sample(elapsed_s: float, cpu_ms: float, committed: int = 1000, under_load: 
     return Sample(elapsed_s, committed, 5, 20, 0, 50, 10_000, wall_ms, 4.0, under_load=under_load, query_cpu_ms=cpu_ms)
 
 
-def _result(samples: list[Sample]) -> SoakResult:
+def _result(samples: list[Sample], duration_s: float = 600) -> SoakResult:
     return SoakResult(samples, produced=1000, rows=1000, distinct_ids=1000, dead_letters=0,
-                      out_dir=Path("."), latency_drift_limit=0.10)
+                      out_dir=Path("."), latency_drift_limit=0.10, duration_s=duration_s)
 
 
 def test_samples_after_the_load_stopped_do_not_count_towards_drift():
@@ -33,6 +33,22 @@ def test_drift_compares_the_last_third_with_the_first_and_skips_empty_windows():
     samples = [_sample(60, 900, committed=0)] + [_sample(60 * i, ms) for i, ms in
                                                  enumerate([100, 100, 110, 120, 130, 130], start=2)]
     assert round(_result(samples).drift, 2) == 0.30
+
+
+def test_a_run_of_two_hours_compares_its_first_hour_with_its_last():
+    """The goal reads "first to last hour": in two hours that is the halves, not the thirds.
+
+    The shape is the soak's: the snapshot log ramps for its retention (20 min here), then holds.
+    The first hour's median is the plateau's, so the drift is the plateau's (+1 %); thirds
+    would set the last 40 minutes against a first 40 that is half ramp (+16 %).
+    """
+    cpu = [25 + i for i in range(7)] + [36, 35, 37, 36] * 8 + [36]  # 3-minute samples, minutes 3..120
+    samples = [_sample(180 * i, ms) for i, ms in enumerate(cpu, start=1)]
+    assert samples[-1].elapsed_s == 7200
+    hours = _result(samples, duration_s=7200)
+    assert hours.drift_span == "hour" and abs(hours.drift) < 0.02  # 35.5 -> 36 ms
+    thirds = _result(samples, duration_s=7199)
+    assert thirds.drift_span == "third" and round(thirds.drift, 2) == 0.16  # 31 -> 36 ms
 
 
 def test_the_goal_reads_the_readers_cpu_and_reports_wall_time_beside_it():
