@@ -3,7 +3,8 @@
 A window's freshness moves with who else was running; wall seconds per maintenance action
 (the soak's ``compact_s``) miss what the maintenance JVM burns between actions (health
 reads, garbage collection, planning), so the soak also diffs CPU time of the writer's and
-the maintenance service's process trees.
+the maintenance service's process trees, and of the broker: found by the port it listens on,
+since it may be the stack's process rather than the soak's child.
 """
 
 from __future__ import annotations
@@ -35,3 +36,13 @@ def tree_cpu_seconds(pid: int) -> float:
 def process_cpu_seconds(pid: int | None = None) -> float:
     """User + system CPU of one process alone (default: this one), not its children."""
     return _own_seconds(psutil.Process(pid), reaped_children=False)
+
+
+def listening_pid(port: int) -> int | None:
+    """The process listening on TCP ``port`` (any local address), or None when none is (or it is not ours to see)."""
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except psutil.AccessDenied:
+        return None
+    return next((c.pid for c in connections
+                 if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid), None)

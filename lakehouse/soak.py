@@ -37,7 +37,7 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lakehouse.process_cpu import process_cpu_seconds, tree_cpu_seconds
+from lakehouse.process_cpu import listening_pid, process_cpu_seconds, tree_cpu_seconds
 from lakehouse.settings import Settings
 from lakehouse.soak_services import MaintenanceProbe, child_env, histogram_sums, maintenance_service
 
@@ -65,6 +65,7 @@ class Sample:
     query_cpu_ms: float = 0.0  # the same queries' CPU time: the reader's own work, whoever else wants the cores
     writer_cpu_s: float = 0.0  # CPU seconds the writer's process (and its Spark JVM) used in the window
     maintenance_cpu_s: float = 0.0  # ... the maintenance service's processes (actions, health reads, GC)
+    broker_cpu_s: float = 0.0  # ... the Kafka broker's process (it serves the producer and the writer's fetches)
 
 
 @dataclass
@@ -176,9 +177,12 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     probe = (services.enter_context(maintenance_service(s, out_dir / "maintenance.log"))
              if maintenance else MaintenanceProbe())
     writer_jvm = getattr(spark.sparkContext._gateway, "proc", None)  # None when PySpark joined a running JVM
+    broker_pid = listening_pid(s.kafka.port)
 
-    def writer_cpu() -> float:
-        return process_cpu_seconds() + (tree_cpu_seconds(writer_jvm.pid) if writer_jvm else 0.0)
+    def cpu_so_far() -> tuple[float, float, float]:
+        """CPU seconds so far of the writer (this process and its Spark JVM), maintenance, the broker."""
+        writer = process_cpu_seconds() + (tree_cpu_seconds(writer_jvm.pid) if writer_jvm else 0.0)
+        return writer, probe.cpu_so_far(), tree_cpu_seconds(broker_pid) if broker_pid else 0.0
 
     jobs = threading.Thread(target=run_jobs, args=(spark, s, ["clicks"], stop), daemon=True)
     jobs.start()
@@ -190,7 +194,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     began = time.monotonic()
     seen = E2E_LATENCY.counts(s.catalog.clicks_table)
     maintenance_seen, batches_seen = probe.seconds_so_far(), histogram_sums(BATCH_SECONDS.collect())
-    cpu_seen = writer_cpu(), probe.cpu_so_far()
+    cpu_seen = cpu_so_far()
     progress(f"soak: {rate:,.0f} events/s for {duration:.0f} s into {s.kafka.clicks_topic}, sample every {every:.0f} s; "
              + (f"maintenance at nice {s.maintenance.nice}, log {out_dir / 'maintenance.log'}" if maintenance
                 else "no maintenance"))
@@ -203,7 +207,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
             committed = spark.table(table).count()
             now = E2E_LATENCY.counts(s.catalog.clicks_table)
             maintenance_now, batches_now = probe.seconds_so_far(), histogram_sums(BATCH_SECONDS.collect())
-            cpu_now = writer_cpu(), probe.cpu_so_far()
+            cpu_now = cpu_so_far()
             cost = cost_in_fresh_process(child_env(s))
             sample = Sample(round(time.monotonic() - began, 1), committed, worst, files, deletes, snaps,
                             manifest_bytes, cost.wall_ms,
@@ -211,7 +215,8 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
                             **_window_activity(maintenance_seen, maintenance_now, batches_seen, batches_now),
                             under_load=under_load, query_cpu_ms=cost.cpu_ms,
                             writer_cpu_s=round(max(0.0, cpu_now[0] - cpu_seen[0]), 1),
-                            maintenance_cpu_s=round(max(0.0, cpu_now[1] - cpu_seen[1]), 1))
+                            maintenance_cpu_s=round(max(0.0, cpu_now[1] - cpu_seen[1]), 1),
+                            broker_cpu_s=round(max(0.0, cpu_now[2] - cpu_seen[2]), 1))
             seen, maintenance_seen, batches_seen, cpu_seen = now, maintenance_now, batches_now, cpu_now
             samples.append(sample)
             progress(f"  t={sample.elapsed_s:>6.0f}s rows={committed:>9,} files/partition={worst:>3} "
@@ -219,7 +224,8 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
                      f"queries={sample.query_ms:,.0f} ms ({sample.query_cpu_ms:,.0f} ms CPU) freshness p95={sample.freshness_p95_s} s "
                      f"batch={sample.batch_s_mean} s maintenance: compact={sample.compact_s} s "
                      f"expire={sample.expire_s} s other={sample.other_maintenance_s} s; "
-                     f"CPU writer={sample.writer_cpu_s} s maintenance={sample.maintenance_cpu_s} s")
+                     f"CPU writer={sample.writer_cpu_s} s maintenance={sample.maintenance_cpu_s} s "
+                     f"broker={sample.broker_cpu_s} s")
             if finished:
                 break
         progress(producer.stdout.read().strip() if producer.stdout else "")

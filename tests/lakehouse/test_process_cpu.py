@@ -1,10 +1,11 @@
 """The soak's CPU accounting counts a process's descendants, and only them when asked to."""
 
+import socket
 import subprocess
 import sys
 import time
 
-from lakehouse.process_cpu import process_cpu_seconds, tree_cpu_seconds
+from lakehouse.process_cpu import listening_pid, process_cpu_seconds, tree_cpu_seconds
 
 BURN = "import time\nend = time.process_time() + 0.8\nwhile time.process_time() < end: pass\ntime.sleep(60)"
 
@@ -29,3 +30,21 @@ def test_this_process_is_the_default():
     while time.process_time() < end:
         pass
     assert process_cpu_seconds() - before >= 0.25
+
+
+LISTEN = ("import socket, sys, time\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\n"
+          "print(s.getsockname()[1], flush=True)\ntime.sleep(60)")
+
+
+def test_the_process_listening_on_a_port_is_found_by_it():
+    """How the soak finds the broker's process, whether the soak or the stack started it."""
+    server = subprocess.Popen([sys.executable, "-c", LISTEN], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        assert listening_pid(port) == server.pid
+    finally:
+        server.kill()
+        server.wait(10)
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        assert listening_pid(probe.getsockname()[1]) is None

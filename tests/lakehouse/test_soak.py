@@ -46,6 +46,7 @@ def test_ten_minute_soak_stays_small_fast_and_exact(settings, spark, tmp_path):
     assert sum(x.compact_s for x in result.samples) > 0  # maintenance worked beside the writer, and was timed
     assert sum(x.maintenance_cpu_s for x in result.samples) > 0  # ... and its process tree's CPU was counted
     assert all(x.writer_cpu_s > 0 for x in result.samples if x.under_load)  # the writer's JVM is found and read
+    assert all(x.broker_cpu_s > 0 for x in result.samples if x.under_load)  # ... and the broker, by its port
     assert all(x.batch_s_mean > 0 for x in result.samples if x.committed and not math.isnan(x.freshness_p95_s))
     assert result.samples[0].under_load and not result.samples[-1].under_load  # drift reads only the load's samples
     assert (tmp_path / "soak.png").stat().st_size > 10_000
