@@ -51,12 +51,16 @@ class MaintenanceSettings(BaseModel):
 
     interval_seconds: float = Field(60.0, gt=0, description="Seconds between maintenance passes over the tables.")
     target_file_mb: int = Field(64, ge=1, description="Size compaction aims for.")
-    small_file_mb: float = Field(8.0, gt=0, description="Data files below this count as small.")
+    small_file_mb: float = Field(
+        2.0, gt=0, description="Data files below this count as small: the writers' seconds-level files, and "
+                               "nothing a compaction writes (at 2,000 events/s a minute's compaction output "
+                               "is ~4 MB; at 8 MB half the outputs were small and got compacted twice).")
     compact_small_files: int = Field(
         16, ge=2, description="Compact a partition's small files into one once it holds this many.")
     compact_medium_files: int = Field(
-        8, ge=2, description="Merge a partition's files under 3/4 of the target size (the small files' "
-                             "compaction output) once it holds this many that are not small.")
+        8, ge=2, description="Merge a partition's medium files (the small files' compaction outputs, up to "
+                             "this many times the small size / 2) once it holds this many; the merged file is "
+                             "larger than medium and stays put.")
     delete_files_threshold: int = Field(
         8, ge=1, description="Rewrite delete files (apply them to data) once a table holds this many.")
     manifests_threshold: int = Field(24, ge=2, description="Rewrite manifests once a snapshot has this many.")
@@ -66,7 +70,9 @@ class MaintenanceSettings(BaseModel):
     orphan_older_than_hours: float = Field(
         24.0, ge=0, description="Unreferenced files younger than this are never removed (a writer may be "
                                 "about to commit them).")
-    orphan_interval_minutes: float = Field(60.0, gt=0, description="How often orphan files are looked for.")
+    orphan_interval_minutes: float = Field(
+        60.0, gt=0, description="How often orphan files are looked for (in a pass that merges nothing: the "
+                                "listing and a merge in the same minute both cost the writers).")
     commit_retries: int = Field(4, ge=0, description="Retries of a maintenance commit that lost a race.")
     nice: int = Field(
         19, ge=0, le=19, description="CPU niceness `lakehouse run maintain` gives itself (and its Spark JVM), so "
@@ -79,6 +85,15 @@ class MaintenanceSettings(BaseModel):
 
     @property
     def medium_file_bytes(self) -> int:
-        """Files from small up to here are merged; above it they are near the target and stay put
-        (3/4 of the target, Iceberg's own default for ``min-file-size-bytes``)."""
-        return int(self.target_file_mb * 1024 * 1024 * 3 // 4)
+        """Files from small up to here are merged; above it they stay put.
+
+        Derived so that a merge's output is never merged again: a merge takes at least
+        ``compact_medium_files`` files of at least ``small_file_bytes`` each, and half of
+        that (sorting compresses better than the inputs did) is where medium ends. At 3/4
+        of the target (Iceberg's own ``min-file-size-bytes``), as before, a merge of 77 MB
+        was written as two ~31 MB files that the next merge read and sorted again: every
+        other merge rewrote twice the data that had arrived (the two-hour soak's
+        maintenance.log). Capped at 3/4 of the target for small targets.
+        """
+        derived = self.compact_medium_files * self.small_file_bytes // 2
+        return int(min(derived, self.target_file_mb * 1024 * 1024 * 3 // 4))

@@ -47,14 +47,16 @@ class MaintenanceJob:
         """One pass; returns the number of actions that committed something."""
         m = self.settings.maintenance
         self.results = []
-        done, errors = 0, []
+        done, errors, merged = 0, [], False
         for table in self.tables:
             if not self.spark.catalog.tableExists(table):
                 continue
             now_ms = int(time.time() * 1000)
             due = time.monotonic() - self._orphans_last.get(table, float("-inf")) >= m.orphan_interval_minutes * 60
             health = read_health(self.spark, table, m.small_file_bytes, m.medium_file_bytes)
-            for action in planned(health, m, now_ms, due):
+            actions = planned(health, m, now_ms, due and not merged)
+            merged = merged or "merge" in actions
+            for action in actions:
                 try:
                     result = self._run(table, action, health, now_ms)
                 except Exception as exc:  # noqa: BLE001 - one table's trouble must not stop the others

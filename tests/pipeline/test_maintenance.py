@@ -193,7 +193,8 @@ def test_compaction_leaves_its_earlier_output_alone_until_enough_piles_up_to_mer
     """Size-tiered compaction: each pass rewrites only the small files that arrived since the last.
 
     Fails if a pass rewrites the previous pass's output again (the old rule: everything
-    under 3/4 of the target size, every pass), or if the medium files are never merged.
+    under 3/4 of the target size, every pass), if the medium files are never merged, or if
+    the merge's output is still medium (a later merge would read and sort it again).
     """
     full = qualified(settings, f"ods_test.tiers_{int(time.time() * 1000)}")
     spark.sql("CREATE NAMESPACE IF NOT EXISTS ods_test")
@@ -201,7 +202,7 @@ def test_compaction_leaves_its_earlier_output_alone_until_enough_piles_up_to_mer
 
     def insert(times: int) -> None:  # one small data file each, of uuids (sizes vary by some bytes)
         for _ in range(times):
-            spark.sql(f"INSERT INTO {full} SELECT id, uuid() FROM range(500)")
+            spark.sql(f"INSERT INTO {full} SELECT /*+ COALESCE(1) */ id, uuid() FROM range(500)")
 
     def files() -> dict[str, int]:
         return {r.file_path: r.file_size_in_bytes
@@ -211,8 +212,10 @@ def test_compaction_leaves_its_earlier_output_alone_until_enough_piles_up_to_mer
     one_insert = max(files().values())
     # Small: up to 1.5 inserts, so that an insert a few bytes larger than the first three is
     # still small (it was counted medium once, and merged early), and three merged are not.
+    # Medium (derived): up to 5 x 1.5 / 2 = 3.75 inserts, so a compaction's output is medium
+    # and a merge's (5 of them) is not.
     s = eager(settings, small_file_mb=1.5 * one_insert / 2**20, target_file_mb=1, compact_small_files=3,
-              compact_medium_files=3, manifests_threshold=1000, snapshot_retention_minutes=1000)
+              compact_medium_files=5, manifests_threshold=1000, snapshot_retention_minutes=1000)
     job = MaintenanceJob(spark, s)
     job.tables = [full]
 
@@ -223,13 +226,14 @@ def test_compaction_leaves_its_earlier_output_alone_until_enough_piles_up_to_mer
     assert run_pass() == ["compact"]
     outputs = files()
     assert len(outputs) == 1 and min(outputs.values()) > one_insert  # three small files -> one medium file
-    for expected_medium in (2, 3):
+    for expected_medium in (2, 3, 4, 5):
         insert(3)
         assert run_pass() == ["compact"]
         now = files()
         assert set(outputs) <= set(now), "a compaction rewrote the previous compaction's output"
         assert len(now) == expected_medium
         outputs = now
-    assert run_pass() == ["merge"]  # three medium files: merged into one
+    assert run_pass() == ["merge"]  # five medium files: merged into one
     assert len(files()) == 1 and not set(outputs) & set(files())
-    assert spark.table(full).count() == 9 * 500
+    assert min(files().values()) >= s.maintenance.medium_file_bytes  # no later merge reads it again
+    assert spark.table(full).count() == 15 * 500
