@@ -271,44 +271,10 @@ def _goals(r: SoakResult) -> list[str]:
 
 
 def _write(r: SoakResult) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from lakehouse.soak_plot import plot_soak  # matplotlib, only once there is something to draw
 
     with (r.out_dir / "soak.csv").open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(asdict(r.samples[0])))
         writer.writeheader()
         writer.writerows(asdict(x) for x in r.samples)
-    minutes = [x.elapsed_s / 60 for x in r.samples]
-    panels = [("Live data files, fullest day-partition", "files", {"": [x.data_files_max_partition for x in r.samples]}),
-              ("Snapshots retained", "snapshots", {"": [x.snapshots for x in r.samples]}),
-              ("Soak queries on DuckDB (median of the three)", "ms",
-               {"wall": [x.query_ms for x in r.samples], "reader CPU (the goal)": [x.query_cpu_ms for x in r.samples]}),
-              ("Freshness p95 per window", "seconds", {"": [x.freshness_p95_s for x in r.samples]})]
-    fig, axes = plt.subplots(2, 2, figsize=(12, 7), constrained_layout=True)
-    for ax, (title, unit, lines) in zip(axes.flat, panels, strict=True):
-        for label, values in lines.items():
-            ax.plot(minutes, values, marker="o", label=label or None)
-        if len(lines) > 1:
-            ax.legend()
-        ax.set_title(title)
-        ax.set_xlabel("minutes into the soak")
-        ax.set_ylabel(unit)
-        ax.grid(alpha=0.3)
-    axes.flat[0].axhline(MAX_FILES_PER_PARTITION, color="red", linestyle="--", label="goal")
-    axes.flat[0].legend()
-    if r.maintenance:
-        busy = axes.flat[3].twinx()  # what maintenance took in each window, behind the freshness it may cost
-        width = (minutes[1] - minutes[0]) * 0.6 if len(minutes) > 1 else 0.5
-        compact, expire = [x.compact_s for x in r.samples], [x.expire_s for x in r.samples]
-        busy.bar(minutes, compact, width=width, alpha=0.25, color="tab:orange", label="compact")
-        busy.bar(minutes, expire, width=width, bottom=compact, alpha=0.25, color="tab:red", label="expire")
-        busy.bar(minutes, [x.other_maintenance_s for x in r.samples], width=width,
-                 bottom=[c + e for c, e in zip(compact, expire, strict=True)], alpha=0.25, color="tab:gray", label="other")
-        busy.set_ylabel("maintenance seconds in the window")
-        busy.legend(loc="upper right")
-    fig.suptitle("Soak under steady load, maintenance on" if r.maintenance
-                 else "Soak under steady load, no maintenance (the baseline)")
-    fig.savefig(r.out_dir / "soak.png", dpi=110)
-    plt.close(fig)
+    plot_soak(r.samples, r.maintenance, r.out_dir / "soak.png")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -243,3 +244,23 @@ def upserts(
     _print_figures(f"upserts: {keys:,} keys, {batch:,} changes per MERGE", [
         (r.label, f"merge {r.merge_s:.2f} s | deletes {r.delete_files} files (+{r.delete_records:,}) | "
                   f"scan {r.scan_ms:,.0f} ms | lookup {r.lookup_ms:,.0f} ms") for r in results])
+
+
+@app.command("soak-plot")
+def soak_plot(
+    samples: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="A soak's soak.csv (results/soak-*/).")],
+) -> None:
+    """Redraw a soak's plot (soak.png beside its soak.csv) from the samples it saved.
+
+    For a run from before a change to the plot, or to put a run's figures in docs/:
+    files, snapshots, query time, freshness with maintenance's seconds, CPU per process
+    (writer, maintenance, broker) and the click batch time, minute by minute.
+    """
+    from lakehouse.soak_plot import plot_soak, read_samples
+
+    rows = read_samples(samples)
+    if not rows:
+        raise typer.BadParameter(f"{samples} holds no samples")
+    out = samples.with_name("soak.png")
+    plot_soak(rows, maintenance=any(x.compact_s or x.expire_s or x.other_maintenance_s for x in rows), path=out)
+    console.print(f"plot: {out}")
