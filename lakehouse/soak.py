@@ -66,6 +66,9 @@ class Sample:
     writer_cpu_s: float = 0.0  # CPU seconds the writer's process (and its Spark JVM) used in the window
     maintenance_cpu_s: float = 0.0  # ... the maintenance service's processes (actions, health reads, GC)
     broker_cpu_s: float = 0.0  # ... the Kafka broker's process (it serves the producer and the writer's fetches)
+    plan_s_mean: float = 0.0  # the click batches' phases, mean per batch in the window: offset ranges ...
+    read_s_mean: float = 0.0  # ... fetching and parsing the records ...
+    write_s_mean: float = 0.0  # ... enriching, writing the files and committing (pipeline.metrics.BATCH_PHASE_SECONDS)
 
 
 @dataclass
@@ -143,10 +146,12 @@ def _window_activity(before: dict, after: dict, batches_before: dict, batches_af
     def spent(totals_before, totals_after, key):
         return totals_after.get(key, (0.0, 0.0))[0] - totals_before.get(key, (0.0, 0.0))[0]
 
-    b0, b1 = batches_before.get("clicks", (0.0, 0.0)), batches_after.get("clicks", (0.0, 0.0))
-    batches = b1[1] - b0[1]
+    def mean(key):  # per batch in the window, of the batch time ("clicks") or one of its phases
+        b0, b1 = batches_before.get(key, (0.0, 0.0)), batches_after.get(key, (0.0, 0.0))
+        return round((b1[0] - b0[0]) / (b1[1] - b0[1]), 2) if b1[1] > b0[1] else 0.0
+
     other = sum(spent(before, after, k) for k in after if k not in (*COMPACTION, "expire"))
-    return {"batch_s_mean": round((b1[0] - b0[0]) / batches, 2) if batches else 0.0,
+    return {"batch_s_mean": mean("clicks"), **{f"{phase}_s_mean": mean(phase) for phase in ("plan", "read", "write")},
             "compact_s": round(sum(spent(before, after, k) for k in COMPACTION), 1),
             "expire_s": round(spent(before, after, "expire"), 1), "other_maintenance_s": round(other, 1)}
 
@@ -159,7 +164,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     from deploy.local.services.broker import admin_client
     from pipeline.app import run_jobs
     from pipeline.benchmark import bench_settings
-    from pipeline.metrics import BATCH_SECONDS, E2E_LATENCY, window_quantile
+    from pipeline.metrics import BATCH_PHASE_SECONDS, BATCH_SECONDS, E2E_LATENCY, window_quantile
     from pipeline.clicks.job import ClickIngestJob
     from pipeline.kafka_source.planner import records_in_topic
     from pipeline.spark_session import build_session
@@ -184,6 +189,10 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
         writer = process_cpu_seconds() + (tree_cpu_seconds(writer_jvm.pid) if writer_jvm else 0.0)
         return writer, probe.cpu_so_far(), tree_cpu_seconds(broker_pid) if broker_pid else 0.0
 
+    def batch_times() -> dict[str, tuple[float, float]]:
+        """(sum, count) so far of the click batches ("clicks") and of each of their phases."""
+        return {**histogram_sums(BATCH_SECONDS.collect()), **histogram_sums(BATCH_PHASE_SECONDS.collect())}
+
     jobs = threading.Thread(target=run_jobs, args=(spark, s, ["clicks"], stop), daemon=True)
     jobs.start()
     producer = subprocess.Popen(
@@ -193,7 +202,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     samples: list[Sample] = []
     began = time.monotonic()
     seen = E2E_LATENCY.counts(s.catalog.clicks_table)
-    maintenance_seen, batches_seen = probe.seconds_so_far(), histogram_sums(BATCH_SECONDS.collect())
+    maintenance_seen, batches_seen = probe.seconds_so_far(), batch_times()
     cpu_seen = cpu_so_far()
     progress(f"soak: {rate:,.0f} events/s for {duration:.0f} s into {s.kafka.clicks_topic}, sample every {every:.0f} s; "
              + (f"maintenance at nice {s.maintenance.nice}, log {out_dir / 'maintenance.log'}" if maintenance
@@ -206,7 +215,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
             worst, files, deletes, snaps, manifest_bytes = _shape(spark, table)
             committed = spark.table(table).count()
             now = E2E_LATENCY.counts(s.catalog.clicks_table)
-            maintenance_now, batches_now = probe.seconds_so_far(), histogram_sums(BATCH_SECONDS.collect())
+            maintenance_now, batches_now = probe.seconds_so_far(), batch_times()
             cpu_now = cpu_so_far()
             cost = cost_in_fresh_process(child_env(s))
             sample = Sample(round(time.monotonic() - began, 1), committed, worst, files, deletes, snaps,
@@ -222,7 +231,8 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
             progress(f"  t={sample.elapsed_s:>6.0f}s rows={committed:>9,} files/partition={worst:>3} "
                      f"deletes={deletes} snapshots={snaps:>3} manifests={manifest_bytes / 1024:,.0f} KiB "
                      f"queries={sample.query_ms:,.0f} ms ({sample.query_cpu_ms:,.0f} ms CPU) freshness p95={sample.freshness_p95_s} s "
-                     f"batch={sample.batch_s_mean} s maintenance: compact={sample.compact_s} s "
+                     f"batch={sample.batch_s_mean} s (plan {sample.plan_s_mean}, read {sample.read_s_mean}, "
+                     f"write {sample.write_s_mean}) maintenance: compact={sample.compact_s} s "
                      f"expire={sample.expire_s} s other={sample.other_maintenance_s} s; "
                      f"CPU writer={sample.writer_cpu_s} s maintenance={sample.maintenance_cpu_s} s "
                      f"broker={sample.broker_cpu_s} s")

@@ -3,7 +3,7 @@
 The table's shape (files, snapshots), what a reader pays for it (query time), what the
 writer delivers (freshness, with maintenance's seconds as bars behind it) and who had the
 two cores meanwhile (writer, maintenance, broker in cores per window; the click batch
-time): a freshness change is meant to be traced to its cause on the same page.
+time and its phases): a freshness change is meant to be traced to its cause on the same page.
 
 ``lakehouse bench soak-plot results/soak-…/soak.csv`` redraws a run's plot from its
 samples (after a change here, or for docs/).
@@ -45,7 +45,10 @@ def plot_soak(samples: list[Sample], maintenance: bool, path: Path) -> None:
          {"writer (Spark JVM)": _window_cores(samples, "writer_cpu_s"),
           "maintenance": _window_cores(samples, "maintenance_cpu_s"),
           "broker": _window_cores(samples, "broker_cpu_s")}),
-        ("Click micro-batch, mean per window", "seconds", {"": [x.batch_s_mean for x in samples]}),
+        ("Click micro-batch and its phases, mean per window", "seconds",
+         {"batch": [x.batch_s_mean for x in samples], "plan": [x.plan_s_mean for x in samples],
+          "read (fetch, parse)": [x.read_s_mean for x in samples],
+          "write (enrich, files, commit)": [x.write_s_mean for x in samples]}),
     ]
     fig, axes = plt.subplots(3, 2, figsize=(12, 10), constrained_layout=True)
     for ax, (title, unit, lines) in zip(axes.flat, panels, strict=True):

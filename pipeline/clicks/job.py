@@ -109,6 +109,8 @@ class ClickIngestJob:
         if not work:
             metrics.BATCHES.labels(self.name, "idle").inc()
             return 0
+        planned_at = time.monotonic()
+        metrics.BATCH_PHASE_SECONDS.labels("plan").observe(planned_at - began)
         target = next_offsets(ranges)
         parsed = self._read(work).persist()
         try:
@@ -119,12 +121,15 @@ class ClickIngestJob:
             stats = parsed.groupBy(F.col("error").isNull().alias("valid"), age.alias("age")).count().collect()
             valid_n = sum(r["count"] for r in stats if r.valid)
             dead_n = sum(r["count"] for r in stats if not r.valid)
+            read_at = time.monotonic()
+            metrics.BATCH_PHASE_SECONDS.labels("read").observe(read_at - planned_at)
             now = dt.datetime.now(dt.timezone.utc)
             if dead_n:
                 self._commit(self._dead_letters(parsed, now), self.dead_table, target)
                 self.dead_committed = target
             self._commit(self._clicks(parsed, now), self.clicks_table, target)
             committed_at_ms = int(time.time() * 1000)
+            metrics.BATCH_PHASE_SECONDS.labels("write").observe(time.monotonic() - read_at)
             self.committed = target
             self._observe_latency([(r.age, r["count"]) for r in stats if r.valid], committed_at_ms - t0_ms)
         finally:
