@@ -4,7 +4,11 @@ The end of each range is the partition's high watermark *as carried in a fetch
 response*: some brokers (the local Tansu) answer ListOffsets(latest) short of the real
 end when producers batch, while the fetch-response watermark is right on every broker.
 So the planner keeps one consumer, fetches a little at the tail of each partition, and
-reads the cached watermarks. Partitions are assigned explicitly (no consumer group).
+reads the cached watermarks. Partitions are assigned explicitly (no consumer group), and
+only while planning: a consumer left assigned keeps prefetching the whole topic in the
+background, which doubles what the broker serves and, on Tansu, holds the next metadata
+request and tail fetch behind a pending long poll (measured: 0.5-1.5 s of every plan,
+against ~0.01 s when unassigned in between).
 """
 
 from __future__ import annotations
@@ -80,6 +84,12 @@ class Planner:
             probe = max(start, self._last_high.get((topic, part), 0) - 1, 0)
             assignment.append(TopicPartition(topic, part, probe))
         self._consumer.assign(assignment)
+        try:
+            return self._read_tails(starts)
+        finally:
+            self._consumer.unassign()
+
+    def _read_tails(self, starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], Watermarks]:
         pending = set(starts)
         deadline = time.monotonic() + self.probe_timeout
         while pending and time.monotonic() < deadline:

@@ -161,6 +161,30 @@ def test_a_tail_probe_without_answer_plans_to_the_listed_end(click_settings, pro
         planner.close()
 
 
+def test_the_planner_follows_the_tail_and_holds_no_partition_between_plans(click_settings, producer):
+    """Each plan reaches the end written since the last one, and leaves nothing assigned.
+
+    A planner consumer left assigned prefetches the whole topic between batches (the
+    executors read it again) and, on Tansu, holds the next plan behind a pending long poll.
+    """
+    from pipeline.kafka_source.planner import Planner
+
+    topic = click_settings.kafka.clicks_topic
+    planner = Planner(click_settings.kafka.bootstrap, [topic], 1000)
+    try:
+        producer.send(30)
+        first, _ = planner.plan({})
+        assert sum(r.end for r in first) == 30
+        assert planner._consumer.assignment() == []
+        producer.send(30)
+        second, marks = planner.plan({topic: {r.partition: r.end for r in first}})
+        assert sum(r.end for r in second) == 60 == sum(wm.high for wm in marks.values())
+        assert [r.start for r in second] == [r.end for r in first]
+        assert planner._consumer.assignment() == []
+    finally:
+        planner.close()
+
+
 def test_metrics_describe_the_batches(spark, click_settings, producer):
     from prometheus_client import REGISTRY
 
