@@ -51,6 +51,9 @@ DASHBOARDS: dict[str, tuple[str, list[PanelSpec]]] = {
         PanelSpec("Batch duration p95", "s", (
             q("histogram_quantile(0.95, sum by (le, pipeline) (rate(lakehouse_pipeline_batch_duration_seconds_bucket[5m])))",
               "{{pipeline}}"),)),
+        PanelSpec("Click batch phases (mean)", "s", (
+            q("sum by (phase) (rate(lakehouse_pipeline_batch_phase_seconds_sum[5m])) / "
+              "sum by (phase) (rate(lakehouse_pipeline_batch_phase_seconds_count[5m]))", "{{phase}}"),)),
         PanelSpec("Commit duration p95", "s", (
             q("histogram_quantile(0.95, sum by (le, table) (rate(lakehouse_pipeline_commit_duration_seconds_bucket[5m])))",
               "{{table}}"),)),
