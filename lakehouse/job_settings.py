@@ -50,7 +50,9 @@ class MaintenanceSettings(BaseModel):
     """When `lakehouse run maintain` compacts, rewrites and expires (Iceberg's procedures do the work)."""
 
     interval_seconds: float = Field(60.0, gt=0, description="Seconds between maintenance passes over the tables.")
-    target_file_mb: int = Field(64, ge=1, description="Size compaction aims for.")
+    target_file_mb: int = Field(
+        512, ge=1, description="Size merges aim for (Iceberg's own default). Files from 3/4 of it up are final "
+                               "and stay put; at 2,000 events/s a day-partition (~5 GB) ends as ~13 of them.")
     small_file_mb: float = Field(
         2.0, gt=0, description="Data files below this count as small: the writers' seconds-level files, and "
                                "nothing a compaction writes (at 2,000 events/s a minute's compaction output "
@@ -58,9 +60,9 @@ class MaintenanceSettings(BaseModel):
     compact_small_files: int = Field(
         16, ge=2, description="Compact a partition's small files into one once it holds this many.")
     compact_medium_files: int = Field(
-        8, ge=2, description="Merge a partition's medium files (the small files' compaction outputs, up to "
-                             "this many times the small size / 2) once it holds this many; the merged file is "
-                             "larger than medium and stays put.")
+        8, ge=3, description="Merge a partition's files of one size tier once it holds this many (the fan-in); "
+                             "each tier spans this many / 2 times the one below, so what a merge writes "
+                             "always lands in a higher tier (`tier_bounds`).")
     delete_files_threshold: int = Field(
         8, ge=1, description="Rewrite delete files (apply them to data) once a table holds this many.")
     manifests_threshold: int = Field(24, ge=2, description="Rewrite manifests once a snapshot has this many.")
@@ -84,16 +86,32 @@ class MaintenanceSettings(BaseModel):
         return int(self.small_file_mb * 1024 * 1024)
 
     @property
-    def medium_file_bytes(self) -> int:
-        """Files from small up to here are merged; above it they stay put.
+    def final_file_bytes(self) -> int:
+        """Files from here up are final: 3/4 of the target, Iceberg's own ``min-file-size-bytes``."""
+        return self.target_file_mb * 1024 * 1024 * 3 // 4
 
-        Derived so that a merge's output is never merged again: a merge takes at least
-        ``compact_medium_files`` files of at least ``small_file_bytes`` each, and half of
-        that (sorting compresses better than the inputs did) is where medium ends. At 3/4
-        of the target (Iceberg's own ``min-file-size-bytes``), as before, a merge of 77 MB
-        was written as two ~31 MB files that the next merge read and sorted again: every
-        other merge rewrote twice the data that had arrived (the two-hour soak's
-        maintenance.log). Capped at 3/4 of the target for small targets.
+    @property
+    def tier_bounds(self) -> tuple[int, ...]:
+        """Upper size bound of each tier: tier 0 is the small files, tier k spans
+        ``[tier_bounds[k-1], tier_bounds[k])``, and files from the last bound up are final.
+
+        Each bound is the one below times ``compact_medium_files`` / 2: a merge takes at least
+        that many files of at least the tier's lower bound, and half of their size (sorting
+        compresses better than the inputs did) is where the tier ends, so a merge's output is
+        never merged again at its own tier. Two tiers (small, medium) as before kept merge
+        outputs (~40 MB every 9 minutes at 2,000 events/s) forever: ~160 files in a day-partition
+        by midnight. With tiers up to the final size a partition holds at most
+        ``compact_small_files`` - 1 small files, ``compact_medium_files`` - 1 files per tier and
+        its final files, and every byte is rewritten once per tier it passes through.
         """
-        derived = self.compact_medium_files * self.small_file_bytes // 2
-        return int(min(derived, self.target_file_mb * 1024 * 1024 * 3 // 4))
+        final = self.final_file_bytes
+        bounds = [min(self.small_file_bytes, final)]
+        while bounds[-1] < final:
+            bounds.append(min(bounds[-1] * self.compact_medium_files // 2, final))
+        return tuple(bounds)
+
+    def worst_case_files(self, partition_bytes: int) -> int:
+        """The most data files a day-partition of ``partition_bytes`` can hold between passes."""
+        merge_tiers = len(self.tier_bounds) - 1
+        final = -(-partition_bytes // self.final_file_bytes)
+        return self.compact_small_files - 1 + merge_tiers * (self.compact_medium_files - 1) + final

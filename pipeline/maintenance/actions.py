@@ -36,6 +36,7 @@ class ActionResult:
     bytes_rewritten: int = 0
     snapshots_expired: int = 0
     orphans_removed: int = 0
+    tier: int | None = None  # a merge's size tier (MaintenanceSettings.tier_bounds)
 
 
 class Actions:
@@ -78,11 +79,13 @@ class Actions:
         """
         return self._rewrite("compact", table, sort, self.settings.small_file_bytes)
 
-    def merge(self, table: str, sort: bool) -> ActionResult:
-        """Rewrite every file under the medium size (the compactions' outputs and any small
-        files) into files of up to the target size; larger files, earlier merges' outputs
-        among them, stay put (``MaintenanceSettings.medium_file_bytes``)."""
-        return self._rewrite("merge", table, sort, self.settings.medium_file_bytes)
+    def merge(self, table: str, sort: bool, tier: int) -> ActionResult:
+        """Rewrite every file up to ``tier``'s upper bound (that tier's files and any below it)
+        into files of up to the target size; larger files, the higher tiers' and the final
+        ones, stay put (``MaintenanceSettings.tier_bounds``)."""
+        result = self._rewrite("merge", table, sort, self.settings.tier_bounds[tier])
+        result.tier = tier
+        return result
 
     def _rewrite(self, action: str, table: str, sort: bool, min_file_bytes: int) -> ActionResult:
         options = {"min-input-files": "2", "min-file-size-bytes": str(min_file_bytes),
@@ -153,6 +156,16 @@ def _map(options: dict[str, str]) -> str:
     return "map(" + ", ".join(f"'{k}', '{v}'" for k, v in options.items()) + ")"
 
 
+def merge_tier(health: TableHealth, settings: MaintenanceSettings) -> int | None:
+    """The highest tier above the small files where a partition holds the fan-in, if any.
+
+    The highest, because its merge takes the files of the tiers below along.
+    """
+    full = [tier for tier, files in enumerate(health.tier_files_worst_partition)
+            if tier > 0 and files >= settings.compact_medium_files]
+    return max(full, default=None)
+
+
 def planned(health: TableHealth, settings: MaintenanceSettings, now_ms: int, orphans_due: bool) -> list[str]:
     """Which actions a table needs now, in the order they should run.
 
@@ -164,7 +177,7 @@ def planned(health: TableHealth, settings: MaintenanceSettings, now_ms: int, orp
     actions = []
     if health.delete_files >= settings.delete_files_threshold:
         actions.append("apply_deletes")
-    if health.medium_files_worst_partition >= settings.compact_medium_files:
+    if merge_tier(health, settings) is not None:
         actions.append("merge")  # takes the small files along
     elif health.small_files_worst_partition >= settings.compact_small_files:
         actions.append("compact")

@@ -1,6 +1,6 @@
 """What a table looks like right now, read from its Iceberg metadata tables.
 
-The numbers maintenance decides on: small and medium data files in the worst partition, delete
+The numbers maintenance decides on: data files per size tier in the worst partition, delete
 files, manifests, snapshots, and when each writer's progress marker was last committed
 (snapshots carrying one must outlive expiry, or a restarted writer would lose its place).
 """
@@ -19,9 +19,9 @@ PROGRESS_MARKERS = (OFFSETS_PROPERTY, PROGRESS_PROPERTY)
 class TableHealth:
     table: str
     data_files: int
-    small_files_worst_partition: int
-    #: files neither small nor near the target size (what compacting small files produces), worst partition
-    medium_files_worst_partition: int
+    #: data files in each size tier (``MaintenanceSettings.tier_bounds``; tier 0: the small files), each
+    #: the most any one partition holds
+    tier_files_worst_partition: tuple[int, ...]
     delete_files: int
     manifests: int
     snapshots: int
@@ -30,20 +30,25 @@ class TableHealth:
     markers: dict[str, int] = field(default_factory=dict)
     partitioned: bool = True
 
+    @property
+    def small_files_worst_partition(self) -> int:
+        return self.tier_files_worst_partition[0]
 
-def read_health(spark, table: str, small_file_bytes: int, medium_file_bytes: int) -> TableHealth:
+
+def read_health(spark, table: str, tier_bounds: tuple[int, ...]) -> TableHealth:
     """One pass over ``table``'s metadata tables (no data files are read).
 
-    Small files are under ``small_file_bytes``; medium ones from there to ``medium_file_bytes``.
+    Tier 0 holds the files under ``tier_bounds[0]``, tier k those from ``tier_bounds[k-1]`` up
+    to ``tier_bounds[k]``; files above the last bound are final and not counted.
     """
     partitioned = "partition" in spark.table(f"{table}.data_files").columns
     grouping = " GROUP BY partition" if partitioned else ""
     size = "file_size_in_bytes"
-    sizes = spark.sql(
-        f"SELECT coalesce(max(small), 0) AS small, coalesce(max(medium), 0) AS medium FROM ("
-        f"SELECT count_if({size} < {int(small_file_bytes)}) AS small, "
-        f"count_if({size} >= {int(small_file_bytes)} AND {size} < {int(medium_file_bytes)}) AS medium "
-        f"FROM {table}.data_files{grouping})").first()
+    lower = (0, *tier_bounds[:-1])
+    per_partition = ", ".join(f"count_if({size} >= {int(lo)} AND {size} < {int(hi)}) AS t{k}"
+                              for k, (lo, hi) in enumerate(zip(lower, tier_bounds)))
+    worst = ", ".join(f"coalesce(max(t{k}), 0) AS t{k}" for k in range(len(tier_bounds)))
+    tiers = spark.sql(f"SELECT {worst} FROM (SELECT {per_partition} FROM {table}.data_files{grouping})").first()
     counts = spark.sql(
         f"SELECT (SELECT count(*) FROM {table}.data_files) AS data_files, "
         f"(SELECT count(*) FROM {table}.delete_files) AS delete_files, "
@@ -57,7 +62,6 @@ def read_health(spark, table: str, small_file_bytes: int, medium_file_bytes: int
             f"ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor AND s.summary['{key}'] IS NOT NULL").first()
         if row.at is not None:
             markers[key] = row.at
-    return TableHealth(table=table, data_files=counts.data_files, small_files_worst_partition=sizes.small,
-                       medium_files_worst_partition=sizes.medium,
+    return TableHealth(table=table, data_files=counts.data_files, tier_files_worst_partition=tuple(tiers),
                        delete_files=counts.delete_files, manifests=counts.manifests, snapshots=counts.snapshots,
                        oldest_snapshot_ms=counts.oldest, markers=markers, partitioned=partitioned)

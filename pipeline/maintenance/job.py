@@ -13,7 +13,7 @@ import time
 
 from lakehouse.settings import Settings
 from pipeline import metrics
-from pipeline.maintenance.actions import Actions, ActionResult, is_conflict, planned
+from pipeline.maintenance.actions import Actions, ActionResult, is_conflict, merge_tier, planned
 from pipeline.maintenance.health import read_health
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class MaintenanceJob:
                 continue
             now_ms = int(time.time() * 1000)
             due = time.monotonic() - self._orphans_last.get(table, float("-inf")) >= m.orphan_interval_minutes * 60
-            health = read_health(self.spark, table, m.small_file_bytes, m.medium_file_bytes)
+            health = read_health(self.spark, table, m.tier_bounds)
             actions = planned(health, m, now_ms, due and not merged)
             merged = merged or "merge" in actions
             for action in actions:
@@ -80,7 +80,8 @@ class MaintenanceJob:
         if action == "compact":
             result = self.actions.compact(table, sort=table == self.clicks)
         elif action == "merge":
-            result = self.actions.merge(table, sort=table == self.clicks)
+            result = self.actions.merge(table, sort=table == self.clicks,
+                                        tier=merge_tier(health, self.settings.maintenance))
         elif action == "apply_deletes":
             result = self.actions.apply_deletes(table)
         elif action == "rewrite_manifests":

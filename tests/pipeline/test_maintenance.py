@@ -189,12 +189,14 @@ def test_expiry_deletes_what_only_expired_snapshots_referenced(spark, settings, 
     assert spark.table(full).count() == 4
 
 
-def test_compaction_leaves_its_earlier_output_alone_until_enough_piles_up_to_merge(spark, settings):
-    """Size-tiered compaction: each pass rewrites only the small files that arrived since the last.
+def test_compaction_and_merges_rewrite_each_file_once_per_tier(spark, settings):
+    """Size-tiered maintenance: every pass rewrites only what arrived since the last one at its tier.
 
-    Fails if a pass rewrites the previous pass's output again (the old rule: everything
-    under 3/4 of the target size, every pass), if the medium files are never merged, or if
-    the merge's output is still medium (a later merge would read and sort it again).
+    Three rounds of three compactions and one merge, then a merge of the three merges' outputs.
+    Fails if a pass rewrites the previous compaction's output (the old rule: everything under
+    3/4 of the target, every pass), if a merge rewrites an earlier merge's output before
+    enough of them pile up, or if merge outputs are never merged (the old two tiers: they
+    stayed put, ~160 files in a day-partition at 2,000 events/s).
     """
     full = qualified(settings, f"ods_test.tiers_{int(time.time() * 1000)}")
     spark.sql("CREATE NAMESPACE IF NOT EXISTS ods_test")
@@ -202,38 +204,50 @@ def test_compaction_leaves_its_earlier_output_alone_until_enough_piles_up_to_mer
 
     def insert(times: int) -> None:  # one small data file each, of uuids (sizes vary by some bytes)
         for _ in range(times):
-            spark.sql(f"INSERT INTO {full} SELECT /*+ COALESCE(1) */ id, uuid() FROM range(500)")
+            spark.sql(f"INSERT INTO {full} SELECT /*+ COALESCE(1) */ id, uuid() FROM range(400)")
 
     def files() -> dict[str, int]:
         return {r.file_path: r.file_size_in_bytes
                 for r in spark.sql(f"SELECT file_path, file_size_in_bytes FROM {full}.data_files").collect()}
 
-    insert(3)
+    insert(2)
     one_insert = max(files().values())
-    # Small: up to 1.5 inserts, so that an insert a few bytes larger than the first three is
-    # still small (it was counted medium once, and merged early), and three merged are not.
-    # Medium (derived): up to 5 x 1.5 / 2 = 3.75 inserts, so a compaction's output is medium
-    # and a merge's (5 of them) is not.
-    s = eager(settings, small_file_mb=1.5 * one_insert / 2**20, target_file_mb=1, compact_small_files=3,
-              compact_medium_files=5, manifests_threshold=1000, snapshot_retention_minutes=1000)
+    # Small: up to 1.5 inserts, so two compacted are not small; fan-in 3, so tiers grow by 1.5
+    # and a merge of three two-insert files skips tiers; the target (1 MB, final from 768 KB)
+    # leaves room for all 18 inserts in one merged file.
+    s = eager(settings, small_file_mb=1.5 * one_insert / 2**20, target_file_mb=1, compact_small_files=2,
+              compact_medium_files=3, manifests_threshold=1000, snapshot_retention_minutes=1000)
+    bounds = s.maintenance.tier_bounds
+    assert 18 * one_insert < s.maintenance.final_file_bytes, "inserts too large for the test's target size"
     job = MaintenanceJob(spark, s)
     job.tables = [full]
 
-    def run_pass() -> list[str]:
+    def run_pass() -> list[tuple[str, int | None]]:
         job.run_once()
-        return [r.action for _, r in job.results if r.action in ("compact", "merge")]
+        return [(r.action, r.tier) for _, r in job.results if r.action in ("compact", "merge")]
 
-    assert run_pass() == ["compact"]
-    outputs = files()
-    assert len(outputs) == 1 and min(outputs.values()) > one_insert  # three small files -> one medium file
-    for expected_medium in (2, 3, 4, 5):
-        insert(3)
-        assert run_pass() == ["compact"]
+    def tier(size: int) -> int:
+        return sum(size >= bound for bound in bounds)
+
+    merged: dict[str, int] = {}
+    for round_ in range(3):
+        for compaction in range(3):
+            if (round_, compaction) != (0, 0):  # the first two inserts are in already
+                insert(2)
+            before = files()
+            assert run_pass() == [("compact", None)]
+            now = files()
+            small = {path for path, size in before.items() if size < bounds[0]}
+            assert set(before) - small <= set(now), "a compaction rewrote an earlier output"
+        assert run_pass() == [("merge", 1)]  # three compaction outputs, tier 1
         now = files()
-        assert set(outputs) <= set(now), "a compaction rewrote the previous compaction's output"
-        assert len(now) == expected_medium
-        outputs = now
-    assert run_pass() == ["merge"]  # five medium files: merged into one
-    assert len(files()) == 1 and not set(outputs) & set(files())
-    assert min(files().values()) >= s.maintenance.medium_file_bytes  # no later merge reads it again
-    assert spark.table(full).count() == 15 * 500
+        assert set(merged) <= set(now), "a tier-1 merge rewrote an earlier merge's output"
+        (output,) = set(now) - set(merged)
+        assert tier(now[output]) > 1
+        merged[output] = now[output]
+    merged_tier = {tier(size) for size in merged.values()}
+    assert len(merged_tier) == 1
+    assert run_pass() == [("merge", *merged_tier)]  # the three merge outputs, merged once more
+    (final,) = files().items()
+    assert final[0] not in merged and tier(final[1]) > max(merged_tier)
+    assert spark.table(full).count() == 18 * 400
