@@ -52,7 +52,7 @@ class MaintenanceSettings(BaseModel):
     interval_seconds: float = Field(60.0, gt=0, description="Seconds between maintenance passes over the tables.")
     target_file_mb: int = Field(
         512, ge=1, description="Size merges aim for (Iceberg's own default). Files from 3/4 of it up are final "
-                               "and stay put; at 2,000 events/s a day-partition (~5 GB) ends as ~13 of them.")
+                               "and stay put; at 2,000 events/s a day-partition (~6 GB) ends as ~12 of them.")
     small_file_mb: float = Field(
         2.0, gt=0, description="Data files below this count as small: the writers' seconds-level files, and "
                                "nothing a compaction writes (at 2,000 events/s a minute's compaction output "
