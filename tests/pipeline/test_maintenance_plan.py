@@ -80,8 +80,8 @@ def simulated_day(s: MaintenanceSettings, writer_files_per_pass: int, writer_fil
         written += writer_file_bytes * writer_files_per_pass
         most = max(most, len(files))
         tiers = [sum(lo <= f < hi for f in files) for lo, hi in zip((0, *s.tier_bounds), s.tier_bounds)]
-        actions = planned(TableHealth("t", len(files), tuple(tiers), 0, 1, 1, NOW_MS), s, NOW_MS, False)
-        tier = merge_tier(TableHealth("t", len(files), tuple(tiers), 0, 1, 1, NOW_MS), s)
+        now = TableHealth("t", len(files), tuple(tiers), 0, 1, 1, NOW_MS)
+        actions, tier = planned(now, s, NOW_MS, False), merge_tier(now, s)
         bound = s.tier_bounds[tier] if "merge" in actions else s.tier_bounds[0] if "compact" in actions else 0
         taken = [f for f in files if f < bound]
         if len(taken) < 2:
