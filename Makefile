@@ -9,7 +9,7 @@ LAKEHOUSE := $(BIN)/lakehouse
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install debs artifacts checkov demo test down-local status-local clean bench-ingest bench-load bench-cdc soak chaos test-chaos \
+.PHONY: help install debs artifacts checkov demo test down-local status-local clean bench-ingest bench-load bench-cdc soak soak-pair chaos test-chaos \
         up down status trino load k8s-generate k8s-validate k8s-crds
 
 help: ## List the targets
@@ -70,6 +70,10 @@ bench-load: install ## Load generator capacity: one Locust process vs workers
 soak: install ## Soak with maintenance on (DURATION=1h RATE=events/s EVERY=3m); goals checked, plot written
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench soak --rate $(or $(RATE),2000) --duration $(or $(DURATION),1h) --every $(or $(EVERY),3m)
+
+soak-pair: install ## The soak, then the same load without maintenance: freshness p95 unchanged by maintenance? (twice DURATION)
+	@$(LAKEHOUSE) stack up
+	@$(LAKEHOUSE) bench soak --pair --rate $(or $(RATE),2000) --duration $(or $(DURATION),40m) --every $(or $(EVERY),3m)
 
 chaos: install ## Fault injection under load on a stack of its own (FAULTS=all|ci|kill:clicks,...); table printed
 	@$(LAKEHOUSE) chaos --faults $(or $(FAULTS),all)

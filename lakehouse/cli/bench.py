@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from lakehouse.cli.common import console, friendly_errors, stack_settings_or_exit
+from lakehouse.soak_compare import FRESHNESS_TOLERANCE
 
 #: what the click benchmarks read and write: topics, tables, the catalog
 CLICK_STACK = ("kafka", "s3", "metastore")
@@ -164,6 +165,12 @@ def soak(
              "0.10 = 10 %).")] = 0.10,
     maintenance: Annotated[bool, typer.Option(help="Run the maintenance service (--no-maintenance: the baseline "
                                                    "to compare freshness and file counts with).")] = True,
+    pair: Annotated[bool, typer.Option(
+        help="Then run the same load again without maintenance (the baseline) and judge 'freshness p95 "
+             "unchanged by maintenance': the median of the windows' p95 from one snapshot retention in (at most "
+             "half the run) within --freshness-tolerance of the baseline's. Twice the time.")] = False,
+    freshness_tolerance: Annotated[float, typer.Option(
+        help="With --pair: how much later data may arrive with maintenance (0.10 = 10 %).")] = FRESHNESS_TOLERANCE,
     broker: Annotated[str, typer.Option(help="'private': a memory-engine broker of the soak's own (default; the "
                                              "stack's S3-engine broker slows down over long runs); 'stack': the "
                                              "stack's broker.")] = "private",
@@ -177,20 +184,45 @@ def soak(
 
     Maintenance runs as `lakehouse run maintain` in a process of its own, at
     LAKEHOUSE_MAINTENANCE__NICE (its log: maintenance.log beside the results).
+    With --pair the baseline follows on a broker of its own and freshness-pair.png
+    shows both runs' freshness.
     """
-    from contextlib import nullcontext
-
     from loadgen.run import parse_duration
-    from lakehouse.soak import MAX_FILES_PER_PARTITION, run_soak
-    from lakehouse.soak_services import private_broker
-    from pipeline.metrics import serve
+    from lakehouse.soak_compare import compare_freshness, steady_start_s
 
     settings = stack_settings_or_exit("s3", "metastore", *(("kafka",) if broker == "stack" else ()))
-    out = REPO_ROOT / "results" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         seconds, interval = parse_duration(duration), parse_duration(every)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    if pair and not maintenance:
+        raise typer.BadParameter("--pair runs the baseline itself after the run with maintenance: drop --no-maintenance")
+    results = [_soak_once(settings, rate, seconds, interval, drift, maintenance, broker)]
+    if pair:
+        results.append(_soak_once(settings, rate, seconds, interval, drift, False, broker))
+    failures = [f for r in results for f in r.failures]
+    if pair:
+        verdict = compare_freshness(results[0].samples, results[1].samples,
+                                    steady_start_s(settings.maintenance.snapshot_retention_minutes, seconds),
+                                    freshness_tolerance)
+        _judge_pair(results[0].samples, results[1].samples, verdict, results[0].out_dir / "freshness-pair.png")
+        if not verdict.met:
+            failures.append(f"freshness changed by maintenance: {verdict.describe()}")
+    for failure in failures:
+        console.print(f"[red]goal missed:[/] {failure}")
+    if failures:
+        raise typer.Exit(1)
+
+
+def _soak_once(settings, rate: float, seconds: float, interval: float, drift: float, maintenance: bool, broker: str):
+    """One soak on a broker of its own (or the stack's), its figures printed and its report written."""
+    from contextlib import nullcontext
+
+    from lakehouse.soak import MAX_FILES_PER_PARTITION, run_soak
+    from lakehouse.soak_services import private_broker
+    from pipeline.metrics import serve
+
+    out = REPO_ROOT / "results" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
     began = time.monotonic()
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)
@@ -214,10 +246,21 @@ def soak(
     ])
     console.print(f"samples: {out / 'soak.csv'}, plot: {out / 'soak.png'}")
     _report(settings, out, time.monotonic() - began)
-    for failure in result.failures:
-        console.print(f"[red]goal missed:[/] {failure}")
-    if result.failures:
-        raise typer.Exit(1)
+    return result
+
+
+def _judge_pair(maintained: list, baseline: list, verdict, plot: Path) -> None:
+    """The pair's freshness verdict, printed and drawn (both runs' samples on one axis)."""
+    from lakehouse.soak_compare import plot_pair
+
+    plot_pair(maintained, baseline, verdict, plot)
+    _print_figures("freshness p95 unchanged by maintenance?", [
+        ("with maintenance (median of windows)", f"{verdict.maintained_p95_s:.2f} s ({verdict.maintained_windows} windows)"),
+        ("without maintenance (median of windows)", f"{verdict.baseline_p95_s:.2f} s ({verdict.baseline_windows} windows)"),
+        ("compared from", f"minute {verdict.from_s / 60:.0f}"),
+        ("gap (goal)", f"{verdict.gap:+.1%} (<= {verdict.tolerance:.0%}: {'met' if verdict.met else 'missed'})"),
+    ])
+    console.print(f"freshness of both runs: {plot}")
 
 
 @app.command()
@@ -264,3 +307,39 @@ def soak_plot(
     out = samples.with_name("soak.png")
     plot_soak(rows, maintenance=any(x.compact_s or x.expire_s or x.other_maintenance_s for x in rows), path=out)
     console.print(f"plot: {out}")
+
+
+@app.command("soak-compare")
+def soak_compare(
+    maintained: Annotated[Path, typer.Argument(exists=True, dir_okay=False,
+                                               help="soak.csv of a run with maintenance.")],
+    baseline: Annotated[Path, typer.Argument(exists=True, dir_okay=False,
+                                             help="soak.csv of the same load without maintenance.")],
+    from_minute: Annotated[float | None, typer.Option(
+        help="Compare windows from this minute on (default: one snapshot retention in, "
+             "LAKEHOUSE_MAINTENANCE__SNAPSHOT_RETENTION_MINUTES, at most half the run).")] = None,
+    freshness_tolerance: Annotated[float, typer.Option(
+        help="How much later data may arrive with maintenance (0.10 = 10 %).")] = FRESHNESS_TOLERANCE,
+) -> None:
+    """Judge 'freshness p95 unchanged by maintenance' for two saved soaks (what --pair does at its end).
+
+    For runs made apart, e.g. one from `make soak` and one from `lakehouse bench soak
+    --no-maintenance`: prints both medians and the gap, draws freshness-pair.png beside
+    the first CSV, exits 1 when the gap is over the tolerance.
+    """
+    from lakehouse.settings import load_settings
+    from lakehouse.soak_compare import compare_freshness, steady_start_s
+    from lakehouse.soak_plot import read_samples
+
+    runs = [read_samples(maintained), read_samples(baseline)]
+    if not all(runs):
+        raise typer.BadParameter(f"{maintained if not runs[0] else baseline} holds no samples")
+    length = max(x.elapsed_s for x in runs[0] if x.under_load)
+    start = (from_minute * 60 if from_minute is not None
+             else steady_start_s(load_settings().maintenance.snapshot_retention_minutes, length))
+    verdict = compare_freshness(*runs, start, freshness_tolerance)
+    _judge_pair(*runs, verdict,
+                maintained.with_name("freshness-pair.png"))
+    if not verdict.met:
+        console.print(f"[red]goal missed:[/] {verdict.describe()}")
+        raise typer.Exit(1)
