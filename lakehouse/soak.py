@@ -21,7 +21,7 @@ and the goals are checked:
   last hour vs the first hour, as the goal reads; a run shorter than two hours has no two hours
   to compare and uses its last and first thirds) <= ``latency_drift``: the samples after the
   producer stopped read a thinning last minute, so they would measure the load ending, not the table;
-- zero lost, zero duplicated events.
+- zero lost, zero duplicated events (the only goal a ``--no-maintenance`` baseline is held to).
 """
 
 from __future__ import annotations
@@ -264,11 +264,13 @@ def _committed_total(spark, s: Settings) -> int:
 
 
 def _goals(r: SoakResult) -> list[str]:
+    """What the run missed. The baseline (no maintenance) is held to exactly-once only: its files and
+    drift are what maintenance is there to prevent, reported beside the run with maintenance, not judged."""
     failures = []
     worst = max(x.data_files_max_partition for x in r.samples)
-    if worst > MAX_FILES_PER_PARTITION:
+    if r.maintenance and worst > MAX_FILES_PER_PARTITION:
         failures.append(f"live data files per day-partition reached {worst} (goal <= {MAX_FILES_PER_PARTITION})")
-    if len(r.samples) >= 2 and r.drift > r.latency_drift_limit:
+    if r.maintenance and len(r.samples) >= 2 and r.drift > r.latency_drift_limit:
         failures.append(f"the reader's CPU per query drifted {r.drift:+.0%} from the first {r.drift_span} of the "
                         f"samples under load to the last (goal <= {r.latency_drift_limit:.0%}; wall time {r.wall_drift:+.0%})")
     if r.rows + r.dead_letters != r.produced:

@@ -96,6 +96,11 @@ def plot_pair(maintained: list[Sample], baseline: list[Sample], verdict: Freshne
     for value, colour in ((verdict.maintained_p95_s, "tab:blue"), (verdict.baseline_p95_s, "tab:orange")):
         if not math.isnan(value):
             ax.hlines(value, verdict.from_s / 60, end, colors=colour, linestyles="--")
+    top = 2 * max(v for v in (verdict.maintained_p95_s, verdict.baseline_p95_s, 1.0) if not math.isnan(v))
+    for x in maintained + baseline:  # a start-up window (two JVMs starting at once) would flatten the rest
+        if x.under_load and x.freshness_p95_s > top:
+            ax.annotate(f"{x.freshness_p95_s:.1f} s", (x.elapsed_s / 60, top), ha="center", va="top")
+    ax.set_ylim(0, top)
     ax.set_title(f"Freshness p95 per window: {verdict.gap:+.1%} with maintenance "
                  f"({'met' if verdict.met else 'missed'}, tolerance {verdict.tolerance:.0%})")
     ax.set_xlabel("minutes into the soak")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lakehouse.soak import Sample, SoakResult
+from lakehouse.soak import Sample, SoakResult, _goals
 
 
 def _sample(elapsed_s: float, cpu_ms: float, committed: int = 1000, under_load: bool = True,
@@ -72,3 +72,16 @@ def test_samples_and_plot_are_written_for_the_baseline_and_with_maintenance(tmp_
                           latency_drift_limit=0.10, maintenance=maintenance))
         assert (out / "soak.png").stat().st_size > 10_000
         assert len((out / "soak.csv").read_text().splitlines()) == 1 + len(samples)
+
+
+def test_the_baseline_is_held_to_exactly_once_only():
+    """Without maintenance files pile up and queries slow down: that is the baseline's point, not its failure."""
+    swamp = [_sample(60 * i, 30 * i) for i in range(1, 7)]
+    for x in swamp:
+        x.data_files_max_partition = 200 * x.data_files_max_partition
+    maintained, baseline = _result(swamp), _result(swamp)
+    baseline.maintenance = False
+    assert [f.split(" ")[0] for f in _goals(maintained)] == ["live", "the"]  # files, then drift
+    assert _goals(baseline) == []
+    baseline.rows = baseline.distinct_ids = 999  # one event lost
+    assert _goals(baseline) == ["1,000 produced but 999 rows + 0 dead letters committed"]
