@@ -334,12 +334,11 @@ def soak_compare(
     runs = [read_samples(maintained), read_samples(baseline)]
     if not all(runs):
         raise typer.BadParameter(f"{maintained if not runs[0] else baseline} holds no samples")
-    length = max(x.elapsed_s for x in runs[0] if x.under_load)
+    length = max((x.elapsed_s for x in runs[0] if x.under_load), default=runs[0][-1].elapsed_s)
     start = (from_minute * 60 if from_minute is not None
              else steady_start_s(load_settings().maintenance.snapshot_retention_minutes, length))
     verdict = compare_freshness(*runs, start, freshness_tolerance)
-    _judge_pair(*runs, verdict,
-                maintained.with_name("freshness-pair.png"))
+    _judge_pair(*runs, verdict, maintained.with_name("freshness-pair.png"))
     if not verdict.met:
         console.print(f"[red]goal missed:[/] {verdict.describe()}")
         raise typer.Exit(1)
