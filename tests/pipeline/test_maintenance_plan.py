@@ -62,7 +62,7 @@ def test_the_orphan_scan_waits_for_a_pass_without_a_merge():
 
 
 def simulated_day(s: MaintenanceSettings, writer_files_per_pass: int, writer_file_bytes: float,
-                  kept: float = 0.95) -> tuple[int, int]:
+                  kept: float = 0.95) -> tuple[int, float]:
     """Run the rule (``planned``, ``merge_tier``) over a day-partition for 24 hours of passes.
 
     Sizes as the 90-minute soak measured them at 2,000 events/s: 30 writer files of ~0.15 MB
