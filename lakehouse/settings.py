@@ -53,8 +53,11 @@ class KafkaSettings(_Service):
 
     port: Port = 19092
     storage: Literal["s3", "memory"] = Field(
-        "s3",
-        description="Tansu storage engine: 's3' survives broker restarts, 'memory' is faster but loses data on restart.",
+        "memory",
+        description="Local broker's storage engine. 'memory': fast, and a broker restart starts every topic anew "
+                    "(records not yet in Iceberg are lost; the pipeline sees the new topic and reads it from its "
+                    "start). 's3': survives restarts, but Tansu lists every stored batch on each fetch, so reads "
+                    "slow down as a topic grows (README, 'Broker durability').",
     )
     storage_bucket: str = "kafka"
     clicks_topic: str = "clickevents"

@@ -23,6 +23,22 @@ def latest_property(spark, table: str, key: str) -> str | None:
     return rows[0].value if rows else None
 
 
+def latest_properties(spark, table: str, key: str, *others: str) -> dict[str, str | None]:
+    """``key`` and ``others`` as recorded together by the newest snapshot of the current lineage
+    that has ``key`` (markers written in one commit are read from that one commit)."""
+    wanted = (key, *others)
+    rows = spark.sql(
+        f"""
+        SELECT {", ".join(f"s.summary['{k}'] AS `{k}`" for k in wanted)}
+        FROM {table}.snapshots s JOIN {table}.history h ON s.snapshot_id = h.snapshot_id
+        WHERE h.is_current_ancestor AND s.summary['{key}'] IS NOT NULL
+        ORDER BY h.made_current_at DESC
+        LIMIT 1
+        """
+    ).collect()
+    return {k: (rows[0][k] if rows else None) for k in wanted}
+
+
 def sql_with_properties(spark, statement: str, properties: dict[str, str]) -> None:
     """Run a SQL statement (MERGE, DELETE) whose Iceberg commit carries ``properties``.
 

@@ -23,6 +23,8 @@ PORT_SHIFT = int(os.environ.get("LAKEHOUSE_TEST_PORT_SHIFT", "100"))
 @pytest.fixture(scope="session")
 def stack_env() -> Iterator[dict[str, str]]:
     env = side_by_side_env(REPO_ROOT / ".run-test", PORT_SHIFT)
+    # The suite restarts the broker and asserts nothing is lost: that needs the durable engine.
+    env["LAKEHOUSE_KAFKA__STORAGE"] = "s3"
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     yield env

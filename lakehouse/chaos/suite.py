@@ -42,7 +42,8 @@ def chaos_stack(run_dir: Path, disk_mb: int = 4096, progress: Callable[[str], No
     """
     from deploy.local.stack import LocalStack
 
-    env = {**os.environ, **side_by_side_env(run_dir, CHAOS_PORT_SHIFT)}
+    # restart:kafka must lose nothing: the chaos stack's broker keeps its log in S3.
+    env = {**os.environ, **side_by_side_env(run_dir, CHAOS_PORT_SHIFT), "LAKEHOUSE_KAFKA__STORAGE": "s3"}
     saved = dict(os.environ)
     os.environ.update(env)
     if os.path.ismount(run_dir):  # left by an interrupted run

@@ -72,6 +72,35 @@ def ingest(
 
 
 @app.command()
+def standard(
+    ingest_seconds: Annotated[float, typer.Option(help="Seconds of the 10,000 events/s ingest run.")] = 180,
+    cdc_seconds: Annotated[float, typer.Option(help="Seconds of the 1,000 changes/s CDC run.")] = 90,
+    record: Annotated[bool, typer.Option(help="Append the figures to docs/benchmarks.md (--no-record: print "
+                                              "only).")] = True,
+) -> None:
+    """The standard set (`make bench`): ingest at 10,000 events/s and CDC at 1,000 changes/s, each figure
+    printed against its goal and appended as a dated row to docs/benchmarks.md (JSON under results/)."""
+    from lakehouse.bench_record import BENCHMARKS_MD, append_rows, run_standard
+    from pipeline.metrics import serve
+
+    settings = stack_settings_or_exit(*CLICK_STACK, "mariadb")
+    out = REPO_ROOT / "results" / f"bench-standard-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    with friendly_errors():
+        serve(settings.metrics.host, settings.metrics.pipeline_port)
+        figures = run_standard(settings, out, ingest_seconds, cdc_seconds, progress=console.log)
+    table = Table(title="standard benchmarks")
+    for column in ("benchmark", "figure", "value", "goal", "met"):
+        table.add_column(column)
+    for f in figures:
+        table.add_row(*f.cells())
+    console.print(table)
+    if record:
+        append_rows(figures)
+        console.print(f"appended {len(figures)} rows to {BENCHMARKS_MD.relative_to(REPO_ROOT)}; JSON in {out}")
+
+
+@app.command()
 def load(
     rates: Annotated[str, typer.Option(help="Comma-separated target rates to try.")] = "10000,20000,40000,80000",
     workers: Annotated[str, typer.Option(help="Comma-separated worker counts to try.")] = "1,2",

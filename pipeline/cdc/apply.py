@@ -27,7 +27,7 @@ from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.cdc import envelope as env
 from pipeline.kafka_source import offsets as kafka_offsets
-from pipeline.kafka_source.fetch import RANGE_DDL, RAW_SCHEMA, fetcher
+from pipeline.kafka_source.fetch import records_frame
 from pipeline.kafka_source.planner import Planner
 from pipeline.kafka_source.ranges import next_offsets
 from pipeline.snapshot_properties import sql_with_properties
@@ -123,17 +123,19 @@ class DimensionApplyJob:
         self.recover()
 
     def recover(self) -> None:
-        self.committed: dict[str, dict[int, int]] = {}
+        self.committed: kafka_offsets.Offsets = {}
+        self.committed_ids: dict[str, str] = {}
         for topic, target in self.targets.items():
-            self.committed.update({t: o for t, o in kafka_offsets.committed_offsets(self.spark, target.table).items()
-                                   if t == topic})
+            position = kafka_offsets.committed_position(self.spark, target.table)
+            self.committed.update({t: o for t, o in position.offsets.items() if t == topic})
+            self.committed_ids.update({t: i for t, i in position.topic_ids.items() if t == topic})
 
     def close(self) -> None:
         self.planner.close()
 
     def run_once(self) -> int:
         began = time.monotonic()
-        ranges, marks = self.planner.plan(self.committed)
+        ranges, marks = self.planner.plan(self.committed, self.committed_ids)
         work = [r for r in ranges if r.size > 0]
         for r in ranges:
             metrics.LAG.labels(self.name, r.topic, str(r.partition)).set(marks[(r.topic, r.partition)].high - r.start)
@@ -141,18 +143,16 @@ class DimensionApplyJob:
             metrics.BATCHES.labels(self.name, "idle").inc()
             return 0
         keys = {topic: t.key for topic, t in self.targets.items()}
-        changes = (self.spark.createDataFrame([(r.topic, r.partition, r.start, r.end) for r in work], RANGE_DDL)
-                   .repartition(len(work))
-                   .mapInArrow(fetcher(self.settings.kafka.bootstrap, functools.partial(parse_changes, keys=keys),
-                                       fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms),
-                               CHANGE_DDL)
-                   .persist())
+        changes = records_frame(self.spark, work, self.settings.kafka.bootstrap, CHANGE_DDL,
+                                functools.partial(parse_changes, keys=keys),
+                                fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms).persist()
         total = 0
         try:
             for topic in sorted({r.topic for r in work}):
                 offsets = {topic: next_offsets(ranges)[topic]}
                 total += self._merge(changes.filter(F.col("topic") == topic), self.targets[topic], offsets)
                 self.committed[topic] = offsets[topic]
+                self.committed_ids[topic] = self.planner.topic_ids[topic]
         finally:
             changes.unpersist()
         metrics.ROWS.labels(self.name, "in").inc(total)
@@ -179,7 +179,7 @@ class DimensionApplyJob:
             f"WHEN NOT MATCHED AND s.op <> 'd' THEN INSERT ({', '.join(cols)}) VALUES ({', '.join(f's.{c}' for c in cols)})"
         )
         began = time.monotonic()
-        sql_with_properties(self.spark, statement, {kafka_offsets.OFFSETS_PROPERTY: kafka_offsets.encode(offsets)})
+        sql_with_properties(self.spark, statement, kafka_offsets.commit_properties(offsets, self.planner.topic_ids))
         committed_at = time.time()
         metrics.COMMIT_SECONDS.labels(target.table).observe(time.monotonic() - began)
         metrics.LAST_COMMIT.labels(target.table).set(committed_at)

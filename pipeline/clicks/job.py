@@ -14,15 +14,16 @@ import functools
 import logging
 import time
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.clicks.validate import Limits, parse_batch
-from pipeline.dimensions import DimensionCache
+from pipeline.dimensions import ENRICHED_DDL, DimensionCache, enrich_batch
 from pipeline.kafka_source import offsets as kafka_offsets
-from pipeline.kafka_source.fetch import RANGE_DDL, fetcher
+from pipeline.kafka_source.fetch import records_frame
 from pipeline.kafka_source.planner import Planner
 from pipeline.kafka_source.ranges import OffsetRange, next_offsets
 from pipeline.tables import ensure_clicks_tables, ensure_dimension_tables
@@ -32,9 +33,13 @@ log = logging.getLogger(__name__)
 PARSED_DDL = (
     "topic STRING, partition INT, offset BIGINT, timestamp_ms BIGINT, key BINARY, value BINARY, error STRING, "
     "event_id STRING, webpageId INT, uid STRING, productId STRING, cookieId STRING, expendTime INT, "
-    "updateTime BIGINT"
+    f"updateTime BIGINT, {ENRICHED_DDL}"
 )
 
+
+def parse_and_enrich(raw: pa.RecordBatch, limits: Limits, dims) -> pa.RecordBatch:
+    """The Python task's whole share of a batch: validate, then look up the dimensions (a broadcast)."""
+    return enrich_batch(parse_batch(raw, limits), dims.value)
 
 
 def _beyond(offsets: dict[str, dict[int, int]]):
@@ -68,24 +73,25 @@ class ClickIngestJob:
         The dimension snapshot is dropped too, so nothing a failed batch read survives it.
         """
         self.dimensions.invalidate()
-        self.committed = kafka_offsets.committed_offsets(self.spark, self.clicks_table)
-        self.dead_committed = kafka_offsets.committed_offsets(self.spark, self.dead_table)
+        position = kafka_offsets.committed_position(self.spark, self.clicks_table)
+        self.committed, self.committed_ids = position.offsets, position.topic_ids
+        dead = kafka_offsets.committed_position(self.spark, self.dead_table)
+        self.dead_committed, self.dead_committed_ids = dead.offsets, dead.topic_ids
         log.info("clicks resume from %s (dead-letter at %s)", self.committed, self.dead_committed)
 
     def close(self) -> None:
+        self.dimensions.close()
         self.planner.close()
 
     def _read(self, ranges: list[OffsetRange]) -> DataFrame:
-        rows = [(r.topic, r.partition, r.start, r.end) for r in ranges]
-        transform = functools.partial(parse_batch, limits=self.limits)
-        return (self.spark.createDataFrame(rows, RANGE_DDL).repartition(len(rows))
-                .mapInArrow(fetcher(self.settings.kafka.bootstrap, transform,
-                                    fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms), PARSED_DDL))
+        transform = functools.partial(parse_and_enrich, limits=self.limits, dims=self.dimensions.current())
+        return records_frame(self.spark, ranges, self.settings.kafka.bootstrap, PARSED_DDL, transform,
+                             fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms)
 
     def _commit(self, df: DataFrame, table: str, offsets: dict[str, dict[int, int]]) -> float:
         began = time.monotonic()
         writer = df.writeTo(table)
-        for key, value in kafka_offsets.write_options(offsets).items():
+        for key, value in kafka_offsets.write_options(offsets, self.planner.topic_ids).items():
             writer = writer.option(key, value)
         writer.append()
         took = time.monotonic() - began
@@ -103,7 +109,7 @@ class ClickIngestJob:
 
     def run_once(self) -> int:
         began = time.monotonic()
-        ranges, marks = self.planner.plan(self.committed)
+        ranges, marks = self.planner.plan(self.committed, self.committed_ids)
         self._update_lag(ranges, marks)
         work = [r for r in ranges if r.size > 0]
         if not work:
@@ -126,11 +132,11 @@ class ClickIngestJob:
             now = dt.datetime.now(dt.timezone.utc)
             if dead_n:
                 self._commit(self._dead_letters(parsed, now), self.dead_table, target)
-                self.dead_committed = target
+                self.dead_committed, self.dead_committed_ids = target, dict(self.planner.topic_ids)
             self._commit(self._clicks(parsed, now), self.clicks_table, target)
             committed_at_ms = int(time.time() * 1000)
             metrics.BATCH_PHASE_SECONDS.labels("write").observe(time.monotonic() - read_at)
-            self.committed = target
+            self.committed, self.committed_ids = target, dict(self.planner.topic_ids)
             self._observe_latency([(r.age, r["count"]) for r in stats if r.valid], committed_at_ms - t0_ms)
         finally:
             parsed.unpersist()
@@ -148,7 +154,10 @@ class ClickIngestJob:
         return max(total, 1)
 
     def _dead_letters(self, parsed: DataFrame, now: dt.datetime) -> DataFrame:
-        return (parsed.filter(F.col("error").isNotNull() & _beyond(self.dead_committed))
+        # Dead letters committed in an earlier life of a topic say nothing about offsets in its new log.
+        ids = self.planner.topic_ids
+        same_log = {t: o for t, o in self.dead_committed.items() if self.dead_committed_ids.get(t, ids.get(t)) == ids.get(t)}
+        return (parsed.filter(F.col("error").isNotNull() & _beyond(same_log))
                 .select(F.col("value").alias("raw"),
                         F.split(F.col("error"), ":").getItem(0).alias("error_kind"),
                         F.col("error"),
@@ -159,9 +168,7 @@ class ClickIngestJob:
                         F.lit(now).cast("timestamp").alias("ingest_time")))
 
     def _clicks(self, parsed: DataFrame, now: dt.datetime) -> DataFrame:
-        valid = parsed.filter(F.col("error").isNull())
-        enriched = self.dimensions.enrich(valid)
-        return enriched.select(
+        return parsed.filter(F.col("error").isNull()).select(
             *["event_id", "webpageId", "uid", "productId", "cookieId", "expendTime", "updateTime",
               "name", "product_price", "member_level"],
             F.timestamp_millis("updateTime").alias("event_time"),

@@ -1,7 +1,10 @@
 """Executor side: read planned offset ranges from Kafka into Arrow record batches.
 
-Used through ``DataFrame.mapInArrow`` on a DataFrame of ranges, one range per task,
-so reads scale with executors. A range is read exactly: from ``start`` up to but not
+:func:`records_frame` gives a job the records of its planned ranges as a DataFrame: one
+task per range, so reads scale with executors. The tasks come from ``spark.range`` with
+one row per partition, and each task looks its range up by that row's index: planning
+ships no rows through Python and adds no shuffle (a ``createDataFrame(...).repartition``
+of the ranges cost an extra stage in every micro-batch). A range is read exactly: from ``start`` up to but not
 including ``end`` — never "until the partition looks idle" — so re-running a task
 (Spark retries) yields the same records.
 """
@@ -9,9 +12,15 @@ including ``end`` — never "until the partition looks idle" — so re-running a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from pipeline.kafka_source.ranges import OffsetRange
 
 RAW_SCHEMA = pa.schema([
     ("topic", pa.string()),
@@ -22,7 +31,6 @@ RAW_SCHEMA = pa.schema([
     ("value", pa.binary()),
 ])
 
-RANGE_DDL = "topic STRING, partition INT, start LONG, end LONG"
 
 
 class RangeReadError(RuntimeError):
@@ -91,15 +99,27 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
         consumer.close()
 
 
-def fetcher(bootstrap: str, transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
+def fetcher(bootstrap: str, ranges: Sequence[tuple[str, int, int, int]],
+            transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
             timeout_s: float = 60.0, fetch_wait_ms: int = 2000) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function to give ``mapInArrow``: ranges in, (transformed) records out."""
+    """The function to give ``mapInArrow`` over ``spark.range(len(ranges))``: range indexes in,
+    the (transformed) records of those ranges out."""
 
-    def run(range_batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in range_batches:
-            for r in batch.to_pylist():
-                for raw in read_range(bootstrap, r["topic"], r["partition"], r["start"], r["end"], timeout_s=timeout_s,
+    def run(indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in indexes:
+            for i in batch.column(0).to_pylist():
+                topic, partition, start, end = ranges[i]
+                for raw in read_range(bootstrap, topic, partition, start, end, timeout_s=timeout_s,
                                       fetch_wait_ms=fetch_wait_ms):
                     yield transform(raw) if transform else raw
 
     return run
+
+
+def records_frame(spark: SparkSession, ranges: Sequence[OffsetRange], bootstrap: str, ddl: str,
+                  transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
+                  fetch_wait_ms: int = 2000) -> DataFrame:
+    """The records at ``ranges`` (transformed into ``ddl``'s columns), one Spark task per range."""
+    spec = [(r.topic, r.partition, r.start, r.end) for r in ranges]
+    tasks = spark.range(0, len(spec), 1, numPartitions=max(1, len(spec)))
+    return tasks.mapInArrow(fetcher(bootstrap, spec, transform, fetch_wait_ms=fetch_wait_ms), ddl)

@@ -4,33 +4,65 @@ Each commit of a sink table carries ``lakehouse.kafka-offsets`` = the next offse
 read per topic and partition. Because the offsets and the rows are one atomic Iceberg
 commit, the table itself says exactly how far it has consumed. Snapshots written by
 others (compaction, expiry) carry no offsets, so the newest ancestor that has them wins.
+
+Offsets mean something only within one life of a topic: a topic deleted and created
+again, or every topic of an in-memory broker after it restarts, is a new log that starts
+at offset 0. So the same commit also records each topic's id
+(``lakehouse.kafka-topic-ids``, Kafka's topic UUID), and the planner reads a topic whose
+id changed from its start instead of taking the old offsets as a position in it.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
-from pipeline.snapshot_properties import latest_property
+from pipeline.snapshot_properties import latest_properties
 
 OFFSETS_PROPERTY = "lakehouse.kafka-offsets"
+TOPIC_IDS_PROPERTY = "lakehouse.kafka-topic-ids"
+
+#: next offset to read, per topic and partition
+Offsets = dict[str, dict[int, int]]
 
 
-def encode(offsets: dict[str, dict[int, int]]) -> str:
+@dataclass(frozen=True)
+class Position:
+    """Where a table stands in Kafka: offsets, and the ids of the topics they belong to."""
+
+    offsets: Offsets = field(default_factory=dict)
+    topic_ids: dict[str, str] = field(default_factory=dict)  # empty for tables committed before ids were kept
+
+
+def encode(offsets: Offsets) -> str:
     return json.dumps({t: {str(p): o for p, o in sorted(parts.items())} for t, parts in sorted(offsets.items())},
                       separators=(",", ":"))
 
 
-def decode(text: str | None) -> dict[str, dict[int, int]]:
+def decode(text: str | None) -> Offsets:
     if not text:
         return {}
     return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in json.loads(text).items()}
 
 
-def write_options(offsets: dict[str, dict[int, int]]) -> dict[str, str]:
-    """DataFrameWriterV2 options that put the offsets into the commit's snapshot summary."""
-    return {f"snapshot-property.{OFFSETS_PROPERTY}": encode(offsets)}
+def commit_properties(offsets: Offsets, topic_ids: dict[str, str]) -> dict[str, str]:
+    """The snapshot-summary entries a commit consuming up to ``offsets`` carries."""
+    ids = {t: topic_ids[t] for t in sorted(offsets) if t in topic_ids}
+    return {OFFSETS_PROPERTY: encode(offsets), TOPIC_IDS_PROPERTY: json.dumps(ids, separators=(",", ":"))}
 
 
-def committed_offsets(spark, table: str) -> dict[str, dict[int, int]]:
+def write_options(offsets: Offsets, topic_ids: dict[str, str]) -> dict[str, str]:
+    """DataFrameWriterV2 options that put the position into the commit's snapshot summary."""
+    return {f"snapshot-property.{k}": v for k, v in commit_properties(offsets, topic_ids).items()}
+
+
+def committed_position(spark, table: str) -> Position:
+    """The position recorded by the newest snapshot in the table's current lineage that has one."""
+    found = latest_properties(spark, table, OFFSETS_PROPERTY, TOPIC_IDS_PROPERTY)
+    ids = found[TOPIC_IDS_PROPERTY]
+    return Position(decode(found[OFFSETS_PROPERTY]), json.loads(ids) if ids else {})
+
+
+def committed_offsets(spark, table: str) -> Offsets:
     """Offsets of the newest snapshot in the table's current lineage that recorded them."""
-    return decode(latest_property(spark, table, OFFSETS_PROPERTY))
+    return committed_position(spark, table).offsets

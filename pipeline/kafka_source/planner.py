@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from pipeline.kafka_source.ranges import OffsetRange
 
@@ -47,6 +48,8 @@ class Planner:
         self.probe_timeout = probe_timeout
         self.expired_events: list[tuple[str, int, int, int]] = []  # topic, partition, committed, low
         self._last_high: dict[tuple[str, int], int] = {}
+        self.topic_ids: dict[str, str] = {}  # as of the last plan: what a commit of its ranges records
+        self._admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap,
             "group.id": "lakehouse-planner",  # never joined: assign() only, nothing committed
@@ -67,6 +70,14 @@ class Planner:
 
     def close(self) -> None:
         self._consumer.close()
+
+    def current_topic_ids(self) -> dict[str, str]:
+        """Each topic's id (Kafka's topic UUID) now: a new id means a new log (see ``offsets``)."""
+        try:
+            described = self._admin.describe_topics(TopicCollection(self.topics), request_timeout=10)
+            return {topic: str(future.result().topic_id) for topic, future in described.items()}
+        except KafkaException as exc:
+            raise RuntimeError(f"could not describe topics {self.topics}: {exc}") from exc
 
     def partitions(self) -> list[tuple[str, int]]:
         meta = self._consumer.list_topics(timeout=10)
@@ -135,9 +146,20 @@ class Planner:
             return Watermarks(low=max(low, 0), high=max(start, high))
         return Watermarks(low=max(low, 0), high=high)
 
-    def plan(self, committed: dict[str, dict[int, int]]) -> tuple[list[OffsetRange], dict[tuple[str, int], Watermarks]]:
-        """Ranges from the committed offsets to the current end, capped per partition."""
+    def plan(self, committed: dict[str, dict[int, int]], committed_ids: dict[str, str] | None = None
+             ) -> tuple[list[OffsetRange], dict[tuple[str, int], Watermarks]]:
+        """Ranges from the committed offsets to the current end, capped per partition.
+
+        ``committed_ids`` are the topic ids the offsets were committed with: a topic whose id
+        changed since is a new log, read from its start.
+        """
         partitions = self.partitions()
+        previous, self.topic_ids = self.topic_ids, self.current_topic_ids()
+        for topic in [t for t in previous if previous[t] != self.topic_ids.get(t)]:
+            # The tails seen in the topic's old life are past the end of its new log: probing there waits for nothing.
+            self._last_high = {tp: high for tp, high in self._last_high.items() if tp[0] != topic}
+        committed = {topic: parts for topic, parts in committed.items()
+                     if not self._recreated(topic, (committed_ids or {}).get(topic))}
         starts = {(t, p): committed.get(t, {}).get(p, 0) for t, p in partitions}
         marks = self.watermarks(starts)
         ranges = []
@@ -148,6 +170,15 @@ class Planner:
             end = min(wm.high, start + self.max_per_partition)
             ranges.append(OffsetRange(topic, part, start, max(start, end)))
         return ranges, marks
+
+    def _recreated(self, topic: str, committed_id: str | None) -> bool:
+        current = self.topic_ids.get(topic)
+        if committed_id is None or current is None or committed_id == current:
+            return False
+        log.warning("topic %s is a new log (id %s, was %s when last committed): the broker restarted on "
+                    "in-memory storage, or the topic was deleted and created again; reading it from its start",
+                    topic, current, committed_id)
+        return True
 
     def _handle_out_of_range(self, topic: str, part: int, start: int, wm: Watermarks) -> int:
         self.expired_events.append((topic, part, start, wm.low))

@@ -1,0 +1,103 @@
+"""`make bench`: the standard benchmarks, each figure appended as a dated row to docs/benchmarks.md.
+
+A slowdown should show the day it lands, so every run of the standard set leaves one row
+per figure in a committed table (and its JSON under results/): date, commit, the figure,
+its value and the goal it is held to. Every performance figure the README quotes comes
+from that table.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lakehouse.settings import REPO_ROOT, Settings
+
+BENCHMARKS_MD = REPO_ROOT / "docs" / "benchmarks.md"
+TABLE_HEADER = "| date (UTC) | commit | benchmark | figure | value | goal | met |"
+
+
+@dataclass(frozen=True)
+class Figure:
+    benchmark: str  # the command that measured it
+    figure: str
+    value: float
+    unit: str
+    goal: str = ""  # e.g. "<= 3", empty when the figure is context only
+    met: bool | None = None
+
+    def cells(self) -> list[str]:
+        value = f"{self.value:,.2f}" if abs(self.value) < 100 else f"{self.value:,.0f}"
+        met = "" if self.met is None else ("yes" if self.met else "**no**")
+        return [f"`{self.benchmark}`", self.figure, f"{value} {self.unit}".strip(), self.goal, met]
+
+
+def at_most(benchmark: str, figure: str, value: float, unit: str, limit: float) -> Figure:
+    return Figure(benchmark, figure, value, unit, f"<= {limit:g} {unit}".strip(), value <= limit)
+
+
+def at_least(benchmark: str, figure: str, value: float, unit: str, floor: float) -> Figure:
+    return Figure(benchmark, figure, value, unit, f">= {floor:,g} {unit}".strip(), value >= floor)
+
+
+def current_commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    return (done.stdout.strip() or "unknown") + ("+changes" if dirty else "")
+
+
+def append_rows(figures: list[Figure], path: Path = BENCHMARKS_MD, when: dt.datetime | None = None,
+                commit: str | None = None) -> None:
+    """Add one row per figure to the table at the end of ``path`` (the table must be last in the file)."""
+    text = path.read_text()
+    if TABLE_HEADER not in text:
+        raise ValueError(f"{path} has no benchmark table (header {TABLE_HEADER!r})")
+    stamp = (when or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m-%d %H:%M")
+    commit = commit or current_commit()
+    rows = "".join(f"| {stamp} | {commit} | {' | '.join(f.cells())} |\n" for f in figures)
+    path.write_text(text.rstrip("\n") + "\n" + rows)
+
+
+def ingest_figures(result, command: str) -> list[Figure]:
+    produced_rate = result.produced / result.duration_s if result.duration_s else 0.0
+    return [
+        at_most(command, "freshness p95", result.freshness_p95_s, "s", 3),
+        at_most(command, "freshness p99", result.freshness_p99_s, "s", 5),
+        Figure(command, "freshness p50", result.freshness_p50_s, "s"),
+        at_least(command, "sustained / produced rate", 100 * result.sustained_eps / produced_rate if produced_rate
+                 else 0.0, "%", 99),
+        Figure(command, "sustained", result.sustained_eps, "events/s"),
+        Figure(command, "mean batch", result.batch_mean_s, "s"),
+        Figure(command, "raw ceiling (Kafka -> Parquet, no Spark)", result.raw_ceiling_eps, "events/s"),
+    ]
+
+
+def cdc_figures(result, command: str) -> list[Figure]:
+    return [
+        at_most(command, "apply freshness p95", result.freshness_p95_s, "s", 5),
+        Figure(command, "apply freshness p50", result.freshness_p50_s, "s"),
+        at_least(command, "sustained", result.sustained_cps, "changes/s", 0.99 * result.target_rate),
+    ]
+
+
+def run_standard(settings: Settings, out_dir: Path, ingest_seconds: float, cdc_seconds: float,
+                 progress: Callable[[str], None] = print) -> list[Figure]:
+    """The standard set at the issue's rates and shorter durations; figures saved as JSON in ``out_dir``."""
+    from pipeline.benchmark import run as run_ingest
+    from pipeline.cdc.benchmark import run as run_cdc
+
+    figures: list[Figure] = []
+    progress(f"ingest: 10,000 events/s for {ingest_seconds:.0f}s")
+    ingest = run_ingest(settings, 10_000, ingest_seconds, out_dir, progress=progress)
+    figures += ingest_figures(ingest, f"bench ingest --rate 10000 --duration {ingest_seconds:.0f}")
+    progress(f"cdc: 1,000 changes/s for {cdc_seconds:.0f}s")
+    cdc = run_cdc(settings, 1000, cdc_seconds, progress=progress)
+    figures += cdc_figures(cdc, f"bench cdc --rate 1000 --duration {cdc_seconds:.0f}")
+    (out_dir / "bench-standard.json").write_text(json.dumps(
+        {"ingest": asdict(ingest), "cdc": asdict(cdc), "figures": [asdict(f) for f in figures]}, indent=2))
+    return figures

@@ -1,0 +1,35 @@
+"""PySpark's Python worker daemon, minus a per-task cost of Python 3.10 and 3.11.
+
+Every task a Python worker runs (``mapInArrow``, UDFs) starts with
+``importlib.invalidate_caches()``. From Python 3.10 to 3.11 that makes each zip importer on
+``sys.path`` re-read its archive's directory at once, and Spark puts three archives there:
+``pyspark.zip``, py4j's zip and the spark-core jar (5,221 entries). Measured on the 2-core
+machine: 0.19 s per task, so an identity ``mapInArrow`` over three partitions took 0.54 s
+instead of 0.22 s, in every micro-batch of every job (docs/performance.md). Python 3.12
+made the re-read lazy (CPython issue 103200) and Spark 4.1 calls it only when a task adds
+files (SPARK-54744); neither is ours to use with Spark 3.5.7 on Python 3.11.
+
+The archives Spark puts on the worker's path never change while a worker lives, so the
+daemon turns the re-read into a no-op before forking workers. Spark runs this module in
+place of ``pyspark.daemon`` through ``spark.python.daemon.module`` (``pipeline.spark_session``);
+a zip added by a task (``--py-files``) still gets an importer of its own when first used.
+"""
+
+from __future__ import annotations
+
+import zipimport
+
+
+def _keep_directory(_importer: zipimport.zipimporter) -> None:
+    """The archive's directory as read when first imported from: archives here are immutable."""
+
+
+def install() -> None:
+    zipimport.zipimporter.invalidate_caches = _keep_directory  # type: ignore[method-assign]
+
+
+if __name__ == "__main__":
+    install()
+    from pyspark import daemon
+
+    daemon.manager()

@@ -1,0 +1,32 @@
+"""docs/benchmarks.md gains one dated row per figure, judged against its goal."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from lakehouse.bench_record import TABLE_HEADER, Figure, append_rows, at_least, at_most
+
+
+def test_rows_are_appended_under_the_table_with_their_verdict(tmp_path):
+    page = tmp_path / "benchmarks.md"
+    page.write_text(f"# Benchmarks\n\n{TABLE_HEADER}\n|---|---|---|---|---|---|---|\n| old | row |\n")
+    when = dt.datetime(2026, 11, 24, 18, 5, tzinfo=dt.timezone.utc)
+    append_rows([at_most("bench ingest", "freshness p95", 2.4, "s", 3),
+                 at_least("bench cdc", "sustained", 912.0, "changes/s", 990),
+                 Figure("bench ingest", "sustained", 10_012.4, "events/s")], page, when, "abc1234")
+    lines = page.read_text().splitlines()
+    assert lines[4] == "| old | row |", "earlier rows stay as they were"
+    assert lines[5:] == [
+        "| 2026-11-24 18:05 | abc1234 | `bench ingest` | freshness p95 | 2.40 s | <= 3 s | yes |",
+        "| 2026-11-24 18:05 | abc1234 | `bench cdc` | sustained | 912 changes/s | >= 990 changes/s | **no** |",
+        "| 2026-11-24 18:05 | abc1234 | `bench ingest` | sustained | 10,012 events/s |  |  |",
+    ]
+
+
+def test_a_page_without_the_table_is_refused(tmp_path):
+    page = tmp_path / "benchmarks.md"
+    page.write_text("# nothing here\n")
+    with pytest.raises(ValueError, match="no benchmark table"):
+        append_rows([Figure("x", "y", 1.0, "s")], page)
