@@ -11,16 +11,7 @@ from __future__ import annotations
 
 def latest_property(spark, table: str, key: str) -> str | None:
     """Value of ``key`` in the newest snapshot of the current lineage that recorded it."""
-    rows = spark.sql(
-        f"""
-        SELECT s.summary['{key}'] AS value
-        FROM {table}.snapshots s JOIN {table}.history h ON s.snapshot_id = h.snapshot_id
-        WHERE h.is_current_ancestor AND s.summary['{key}'] IS NOT NULL
-        ORDER BY h.made_current_at DESC
-        LIMIT 1
-        """
-    ).collect()
-    return rows[0].value if rows else None
+    return latest_properties(spark, table, key)[key]
 
 
 def latest_properties(spark, table: str, key: str, *others: str) -> dict[str, str | None]:

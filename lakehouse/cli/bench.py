@@ -158,7 +158,8 @@ def cdc(
 
 @app.command()
 def broker(messages: Annotated[int, typer.Option(help="Messages per engine (about 200 bytes each).")] = 200_000) -> None:
-    """Produce/consume msg/s of the local broker: the stack's (durable S3) engine vs a temporary memory engine."""
+    """Produce/consume msg/s of the local broker: the stack's engine (memory unless kafka.storage=s3) vs a
+    temporary memory-engine broker."""
     from deploy.local.broker_benchmark import compare
 
     with friendly_errors():
