@@ -155,8 +155,7 @@ class ClickIngestJob:
 
     def _dead_letters(self, parsed: DataFrame, now: dt.datetime) -> DataFrame:
         # Dead letters committed in an earlier life of a topic say nothing about offsets in its new log.
-        ids = self.planner.topic_ids
-        same_log = {t: o for t, o in self.dead_committed.items() if self.dead_committed_ids.get(t, ids.get(t)) == ids.get(t)}
+        same_log = kafka_offsets.in_current_log(self.dead_committed, self.dead_committed_ids, self.planner.topic_ids)
         return (parsed.filter(F.col("error").isNotNull() & _beyond(same_log))
                 .select(F.col("value").alias("raw"),
                         F.split(F.col("error"), ":").getItem(0).alias("error_kind"),

@@ -4,9 +4,9 @@
 task per range, so reads scale with executors. The tasks come from ``spark.range`` with
 one row per partition, and each task looks its range up by that row's index: planning
 ships no rows through Python and adds no shuffle (a ``createDataFrame(...).repartition``
-of the ranges cost an extra stage in every micro-batch). A range is read exactly: from ``start`` up to but not
-including ``end`` — never "until the partition looks idle" — so re-running a task
-(Spark retries) yields the same records.
+of the ranges cost an extra stage in every micro-batch). A range is read exactly: from
+``start`` up to but not including ``end`` — never "until the partition looks idle" — so
+re-running a task (Spark retries) yields the same records.
 """
 
 from __future__ import annotations

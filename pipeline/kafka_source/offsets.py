@@ -45,6 +45,12 @@ def decode(text: str | None) -> Offsets:
     return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in json.loads(text).items()}
 
 
+def in_current_log(offsets: Offsets, committed_ids: dict[str, str], current_ids: dict[str, str]) -> Offsets:
+    """The offsets of topics still in the life they were committed in (an unknown id counts as the same)."""
+    return {topic: parts for topic, parts in offsets.items()
+            if committed_ids.get(topic, current_ids.get(topic)) == current_ids.get(topic)}
+
+
 def commit_properties(offsets: Offsets, topic_ids: dict[str, str]) -> dict[str, str]:
     """The snapshot-summary entries a commit consuming up to ``offsets`` carries."""
     ids = {t: topic_ids[t] for t in sorted(offsets) if t in topic_ids}

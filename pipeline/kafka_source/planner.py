@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from pipeline.kafka_source.offsets import in_current_log
 from pipeline.kafka_source.ranges import OffsetRange
 
 if TYPE_CHECKING:
@@ -158,8 +159,12 @@ class Planner:
         for topic in [t for t in previous if previous[t] != self.topic_ids.get(t)]:
             # The tails seen in the topic's old life are past the end of its new log: probing there waits for nothing.
             self._last_high = {tp: high for tp, high in self._last_high.items() if tp[0] != topic}
-        committed = {topic: parts for topic, parts in committed.items()
-                     if not self._recreated(topic, (committed_ids or {}).get(topic))}
+        kept = in_current_log(committed, committed_ids or {}, self.topic_ids)
+        for topic in committed.keys() - kept.keys():
+            log.warning("topic %s is a new log (id %s, was %s when last committed): the broker restarted on "
+                        "in-memory storage, or the topic was deleted and created again; reading it from its start",
+                        topic, self.topic_ids.get(topic), (committed_ids or {}).get(topic))
+        committed = kept
         starts = {(t, p): committed.get(t, {}).get(p, 0) for t, p in partitions}
         marks = self.watermarks(starts)
         ranges = []
@@ -170,15 +175,6 @@ class Planner:
             end = min(wm.high, start + self.max_per_partition)
             ranges.append(OffsetRange(topic, part, start, max(start, end)))
         return ranges, marks
-
-    def _recreated(self, topic: str, committed_id: str | None) -> bool:
-        current = self.topic_ids.get(topic)
-        if committed_id is None or current is None or committed_id == current:
-            return False
-        log.warning("topic %s is a new log (id %s, was %s when last committed): the broker restarted on "
-                    "in-memory storage, or the topic was deleted and created again; reading it from its start",
-                    topic, current, committed_id)
-        return True
 
     def _handle_out_of_range(self, topic: str, part: int, start: int, wm: Watermarks) -> int:
         self.expired_events.append((topic, part, start, wm.low))
