@@ -111,6 +111,10 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
     from queries import library, output
     from queries.duckdb_engine import DuckDBEngine
 
+    # The demo shows a price change arriving within seconds: the click job re-reads the dimensions
+    # every 2 s here (the product default, 10 s, can miss a change made in a short run's second half).
+    settings = settings.model_copy(deep=True)
+    settings.pipeline.dimension_refresh_seconds = min(settings.pipeline.dimension_refresh_seconds, 2.0)
     jobs = _Jobs(settings, console)
     console.log("dimensions applied from the CDC topics; click ingestion and live aggregates running")
     with console.status("warming up (first batch compiles and starts Python workers)..."):
