@@ -1,7 +1,8 @@
 """Validate and clean raw ClickEvents: every input is classified, nothing raises.
 
 An event is valid when it is a JSON object of bounded size with the seed's fields in
-the right types and ranges and an event time within the accepted window. Cleaning is
+the right types and ranges and an event time within the accepted window around the time it
+was produced (its Kafka timestamp). Cleaning is
 deliberately small and predictable: ids may arrive as strings or integers and are
 stored as trimmed strings. Anything else becomes a dead-letter record with a reason
 (``kind: detail``) and the raw bytes, so no event is ever dropped silently.
@@ -111,11 +112,20 @@ def classify(raw: bytes | None, now_ms: int, limits: Limits) -> tuple[dict[str, 
 
 
 def parse_batch(raw: pa.RecordBatch, limits: Limits, now_ms: int | None = None) -> pa.RecordBatch:
-    """Raw Kafka records -> PARSED_SCHEMA; the error column says which are dead letters."""
-    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+    """Raw Kafka records -> PARSED_SCHEMA; the error column says which are dead letters.
+
+    The accepted event-time window is measured from each record's Kafka timestamp (when it
+    was produced), or from ``now_ms`` if given. So a record is classified the same however
+    late it is read: a batch read again after a crash puts every record in the same table
+    as the first read did (a window around the wall clock could move a record from one
+    table to the other between two reads).
+    """
+    wall_ms = int(time.time() * 1000)
+    stamps = raw.column("timestamp_ms").to_pylist() if now_ms is None else None
     out: dict[str, list] = {name: [] for name in ["error", *FIELDS]}
-    for value in raw.column("value").to_pylist():
-        fields, error = classify(value, now_ms, limits)
+    for i, value in enumerate(raw.column("value").to_pylist()):
+        reference = now_ms if stamps is None else (stamps[i] if stamps[i] is not None and stamps[i] >= 0 else wall_ms)
+        fields, error = classify(value, reference, limits)
         out["error"].append(error)
         for name in FIELDS:
             out[name].append(fields[name] if fields else None)

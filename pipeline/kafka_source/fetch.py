@@ -1,8 +1,8 @@
 """Executor side: read planned offset ranges from Kafka into Arrow record batches.
 
-:func:`records_frame` gives a job the records of its planned ranges as a DataFrame: one
-task per range, so reads scale with executors. The tasks come from ``spark.range`` with
-one row per partition, and each task looks its range up by that row's index: planning
+:func:`records_frame` gives a job the records of its planned ranges as a DataFrame, cut
+into one task per core, so reads scale with executors. The tasks come from ``spark.range``
+with one row per task, and each task looks its ranges up by that row's index: planning
 ships no rows through Python and adds no shuffle (a ``createDataFrame(...).repartition``
 of the ranges cost an extra stage in every micro-batch). A range is read exactly: from
 ``start`` up to but not including ``end`` — never "until the partition looks idle" — so
@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from pipeline.kafka_source.ranges import OffsetRange, balance
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-    from pipeline.kafka_source.ranges import OffsetRange
 
 RAW_SCHEMA = pa.schema([
     ("topic", pa.string()),
@@ -99,19 +99,19 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
         consumer.close()
 
 
-def fetcher(bootstrap: str, ranges: Sequence[tuple[str, int, int, int]],
+def fetcher(bootstrap: str, tasks: Sequence[Sequence[tuple[str, int, int, int]]],
             transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
             timeout_s: float = 60.0, fetch_wait_ms: int = 2000) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function to give ``mapInArrow`` over ``spark.range(len(ranges))``: range indexes in,
-    the (transformed) records of those ranges out."""
+    """The function to give ``mapInArrow`` over ``spark.range(len(tasks))``: task indexes in,
+    the (transformed) records of each task's ranges out."""
 
     def run(indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in indexes:
             for i in batch.column(0).to_pylist():
-                topic, partition, start, end = ranges[i]
-                for raw in read_range(bootstrap, topic, partition, start, end, timeout_s=timeout_s,
-                                      fetch_wait_ms=fetch_wait_ms):
-                    yield transform(raw) if transform else raw
+                for topic, partition, start, end in tasks[i]:
+                    for raw in read_range(bootstrap, topic, partition, start, end, timeout_s=timeout_s,
+                                          fetch_wait_ms=fetch_wait_ms):
+                        yield transform(raw) if transform else raw
 
     return run
 
@@ -119,7 +119,12 @@ def fetcher(bootstrap: str, ranges: Sequence[tuple[str, int, int, int]],
 def records_frame(spark: SparkSession, ranges: Sequence[OffsetRange], bootstrap: str, ddl: str,
                   transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
                   fetch_wait_ms: int = 2000) -> DataFrame:
-    """The records at ``ranges`` (transformed into ``ddl``'s columns), one Spark task per range."""
-    spec = [(r.topic, r.partition, r.start, r.end) for r in ranges]
+    """The records at ``ranges`` (transformed into ``ddl``'s columns), in as many tasks as the cores.
+
+    The ranges are cut into groups of equal size (``balance``), one task each, so a batch
+    keeps every core busy whatever the partitions' fill.
+    """
+    groups = balance(list(ranges), spark.sparkContext.defaultParallelism)
+    spec = [[(r.topic, r.partition, r.start, r.end) for r in group] for group in groups]
     tasks = spark.range(0, len(spec), 1, numPartitions=max(1, len(spec)))
     return tasks.mapInArrow(fetcher(bootstrap, spec, transform, fetch_wait_ms=fetch_wait_ms), ddl)

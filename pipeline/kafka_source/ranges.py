@@ -23,3 +23,32 @@ def next_offsets(ranges: list[OffsetRange]) -> dict[str, dict[int, int]]:
     for r in ranges:
         out.setdefault(r.topic, {})[r.partition] = r.end
     return out
+
+
+def balance(ranges: list[OffsetRange], tasks: int, min_task_records: int = 1000) -> list[list[OffsetRange]]:
+    """Cut the ranges into at most ``tasks`` groups of near-equal record counts, in offset order.
+
+    A batch's partitions are seldom as many as the cores, nor equally full: three ranges on
+    two cores run in two waves, the third alone. Offsets can be cut anywhere, so each group
+    gets its share of records (a range may be split between two groups), and no group is
+    made smaller than ``min_task_records`` (a task costs more than reading a few records).
+    """
+    work = [r for r in ranges if r.size > 0]
+    total = sum(r.size for r in work)
+    if not work:
+        return []
+    count = max(1, min(tasks, -(-total // min_task_records)))
+    quota = -(-total // count)
+    groups: list[list[OffsetRange]] = [[]]
+    room = quota
+    for r in work:
+        start = r.start
+        while start < r.end:
+            if room == 0:
+                groups.append([])
+                room = quota
+            take = min(room, r.end - start)
+            groups[-1].append(OffsetRange(r.topic, r.partition, start, start + take))
+            start += take
+            room -= take
+    return groups

@@ -1,0 +1,36 @@
+"""Cutting a batch's offset ranges into balanced tasks (pure logic: no services)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.kafka_source.ranges import OffsetRange, balance
+
+
+def _covered(groups):
+    return sorted((r.topic, r.partition, o) for g in groups for r in g for o in range(r.start, r.end))
+
+
+@pytest.mark.parametrize("sizes,tasks", [((13_000, 13_000, 13_000), 2), ((30_000, 10, 0), 2),
+                                         ((5, 7, 9), 4), ((1000, 2000, 3000, 4000), 3), ((0, 0), 2)])
+def test_every_offset_lands_in_exactly_one_task_and_tasks_are_even(sizes, tasks):
+    ranges = [OffsetRange("t", p, 100 * p, 100 * p + n) for p, n in enumerate(sizes)]
+    groups = balance(ranges, tasks)
+    assert _covered(groups) == _covered([ranges])
+    assert len(groups) <= tasks
+    counts = [sum(r.size for r in g) for g in groups]
+    if counts:
+        assert len(set(counts[:-1])) <= 1 and 0 < counts[-1] <= counts[0]  # equal shares, the last takes the rest
+        assert all(r.size > 0 for g in groups for r in g)
+
+
+def test_three_full_partitions_on_two_cores_make_two_equal_tasks():
+    ranges = [OffsetRange("t", p, 0, 13_000) for p in range(3)]
+    groups = balance(ranges, 2)
+    assert [sum(r.size for r in g) for g in groups] == [19_500, 19_500]
+    assert groups[0][-1] == OffsetRange("t", 1, 0, 6_500) and groups[1][0] == OffsetRange("t", 1, 6_500, 13_000)
+
+
+def test_small_batches_stay_in_one_task():
+    ranges = [OffsetRange("t", p, 0, 200) for p in range(3)]
+    assert len(balance(ranges, 8)) == 1
