@@ -72,6 +72,7 @@ def ingest_figures(result, command: str) -> list[Figure]:
         at_least(command, "sustained / produced rate", 100 * result.sustained_eps / produced_rate if produced_rate
                  else 0.0, "%", 99),
         Figure(command, "sustained", result.sustained_eps, "events/s"),
+        Figure(command, "lag left when the load stopped", result.drain_s, "s"),
         Figure(command, "mean batch", result.batch_mean_s, "s"),
         Figure(command, "raw ceiling (Kafka -> Parquet, no Spark)", result.raw_ceiling_eps, "events/s"),
     ]

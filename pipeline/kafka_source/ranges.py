@@ -25,7 +25,7 @@ def next_offsets(ranges: list[OffsetRange]) -> dict[str, dict[int, int]]:
     return out
 
 
-def balance(ranges: list[OffsetRange], tasks: int, min_task_records: int = 1000) -> list[list[OffsetRange]]:
+def balance(ranges: list[OffsetRange], tasks: int, min_task_records: int = 5000) -> list[list[OffsetRange]]:
     """Cut the ranges into at most ``tasks`` groups of near-equal record counts, in offset order.
 
     A batch's partitions are seldom as many as the cores, nor equally full: three ranges on

@@ -30,3 +30,14 @@ def test_a_page_without_the_table_is_refused(tmp_path):
     page.write_text("# nothing here\n")
     with pytest.raises(ValueError, match="no benchmark table"):
         append_rows([Figure("x", "y", 1.0, "s")], page)
+
+
+def test_the_commit_rate_is_the_slope_under_load_not_the_time_until_the_last_commit():
+    from pipeline.benchmark import commit_rate
+
+    # Keeping up at 10,000/s with 2 s of freshness: commits trail the load by 2 s throughout.
+    keeping_up = [(t / 2, max(0, int(10_000 * (t / 2 - 2)))) for t in range(0, 361)]
+    assert commit_rate(keeping_up) == pytest.approx(10_000, rel=0.01)
+    # Falling behind: commits grow at 8,000/s while 10,000/s are produced.
+    lagging = [(t / 2, int(8_000 * t / 2)) for t in range(0, 361)]
+    assert commit_rate(lagging) == pytest.approx(8_000, rel=0.01)
