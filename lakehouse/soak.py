@@ -67,8 +67,8 @@ class Sample:
     maintenance_cpu_s: float = 0.0  # ... the maintenance service's processes (actions, health reads, GC)
     broker_cpu_s: float = 0.0  # ... the Kafka broker's process (it serves the producer and the writer's fetches)
     plan_s_mean: float = 0.0  # the click batches' phases, mean per batch in the window: offset ranges ...
-    read_s_mean: float = 0.0  # ... fetching and parsing the records ...
-    write_s_mean: float = 0.0  # ... enriching, writing the files and committing (pipeline.metrics.BATCH_PHASE_SECONDS)
+    write_s_mean: float = 0.0  # ... fetching, validating, enriching, writing the files and committing (one Spark job)
+    dead_letters_s_mean: float = 0.0  # ... writing dead letters (pipeline.metrics.BATCH_PHASE_SECONDS)
 
 
 @dataclass
@@ -151,7 +151,7 @@ def _window_activity(before: dict, after: dict, batches_before: dict, batches_af
         return round((b1[0] - b0[0]) / (b1[1] - b0[1]), 2) if b1[1] > b0[1] else 0.0
 
     other = sum(spent(before, after, k) for k in after if k not in (*COMPACTION, "expire"))
-    return {"batch_s_mean": mean("clicks"), **{f"{phase}_s_mean": mean(phase) for phase in ("plan", "read", "write")},
+    return {"batch_s_mean": mean("clicks"), **{f"{phase}_s_mean": mean(phase) for phase in ("plan", "write", "dead_letters")},
             "compact_s": round(sum(spent(before, after, k) for k in COMPACTION), 1),
             "expire_s": round(spent(before, after, "expire"), 1), "other_maintenance_s": round(other, 1)}
 
@@ -231,8 +231,8 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
             progress(f"  t={sample.elapsed_s:>6.0f}s rows={committed:>9,} files/partition={worst:>3} "
                      f"deletes={deletes} snapshots={snaps:>3} manifests={manifest_bytes / 1024:,.0f} KiB "
                      f"queries={sample.query_ms:,.0f} ms ({sample.query_cpu_ms:,.0f} ms CPU) freshness p95={sample.freshness_p95_s} s "
-                     f"batch={sample.batch_s_mean} s (plan {sample.plan_s_mean}, read {sample.read_s_mean}, "
-                     f"write {sample.write_s_mean}) maintenance: compact={sample.compact_s} s "
+                     f"batch={sample.batch_s_mean} s (plan {sample.plan_s_mean}, write {sample.write_s_mean}, "
+                     f"dead letters {sample.dead_letters_s_mean}) maintenance: compact={sample.compact_s} s "
                      f"expire={sample.expire_s} s other={sample.other_maintenance_s} s; "
                      f"CPU writer={sample.writer_cpu_s} s maintenance={sample.maintenance_cpu_s} s "
                      f"broker={sample.broker_cpu_s} s")

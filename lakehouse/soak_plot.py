@@ -47,8 +47,8 @@ def plot_soak(samples: list[Sample], maintenance: bool, path: Path) -> None:
           "broker": _window_cores(samples, "broker_cpu_s")}),
         ("Click micro-batch and its phases, mean per window", "seconds",
          {"batch": [x.batch_s_mean for x in samples], "plan": [x.plan_s_mean for x in samples],
-          "read (fetch, parse)": [x.read_s_mean for x in samples],
-          "write (enrich, files, commit)": [x.write_s_mean for x in samples]}),
+          "write (fetch, parse, enrich, files, commit)": [x.write_s_mean for x in samples],
+          "dead letters": [x.dead_letters_s_mean for x in samples]}),
     ]
     fig, axes = plt.subplots(3, 2, figsize=(12, 10), constrained_layout=True)
     for ax, (title, unit, lines) in zip(axes.flat, panels, strict=True):

@@ -25,8 +25,9 @@ BATCH_SECONDS = Histogram("lakehouse_pipeline_batch_duration_seconds", "Wall tim
                           buckets=(0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120))
 BATCH_PHASE_SECONDS = Histogram(
     "lakehouse_pipeline_batch_phase_seconds", "Wall time of each phase of a click micro-batch: plan (offset ranges "
-    "from the broker's watermarks), read (fetch and parse the records, count them), write (enrich, write the data "
-    "files and commit, dead letters and clicks).", ["phase"], buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30))
+    "from the broker's watermarks), write (one Spark job: fetch, validate and enrich the records, write the data "
+    "files, commit the click table), dead_letters (only in batches that had any: read again, commit them).",
+    ["phase"], buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30))
 COMMIT_SECONDS = Histogram("lakehouse_pipeline_commit_duration_seconds", "Wall time of one Iceberg commit.",
                            ["table"], buckets=(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30))
 BATCH_ROWS = Histogram("lakehouse_pipeline_batch_rows", "Records read per micro-batch.", ["pipeline"],

@@ -85,8 +85,9 @@ class ClickIngestJob:
     def recover(self) -> None:
         """(Re)load where each table stands: the tables are the only checkpoint.
 
-        Dead letters of the last batch are written now if a crash came between its two
-        commits. The dimension snapshot is dropped too, so nothing a failed batch read survives it.
+        If a crash came between the last batch's two commits, its dead letters are written
+        at the start of the next batch. The dimension snapshot is dropped too, so nothing a
+        failed batch read survives it.
         """
         self.dimensions.invalidate()
         found = latest_properties(self.spark, self.clicks_table, kafka_offsets.OFFSETS_PROPERTY,
@@ -99,7 +100,8 @@ class ClickIngestJob:
         log.info("clicks resume from %s (dead-letter at %s)", self.committed, self.dead_committed)
         # Commits made before the property existed wrote dead letters first: complete up to the click offsets.
         done = found[DEAD_DONE_PROPERTY]
-        self._catch_up_dead_letters(kafka_offsets.decode(done) if done is not None else self.committed)
+        # Written by the next batch before anything else: if that fails, the batch fails and comes back here.
+        self._dead_letters_done = kafka_offsets.decode(done) if done is not None else self.committed
 
     def _catch_up_dead_letters(self, done: kafka_offsets.Offsets) -> None:
         """Write the dead letters between ``done`` and the click offsets (one batch at most; none normally)."""
@@ -155,6 +157,9 @@ class ClickIngestJob:
 
     def run_once(self) -> int:
         began = time.monotonic()
+        if self._dead_letters_done is not None:
+            self._catch_up_dead_letters(self._dead_letters_done)
+            self._dead_letters_done = None
         ranges, marks = self.planner.plan(self.committed, self.committed_ids)
         self._update_lag(ranges, marks)
         work = [r for r in ranges if r.size > 0]

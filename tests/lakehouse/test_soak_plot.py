@@ -15,7 +15,7 @@ def _samples() -> list[Sample]:
     return [Sample(180.0 * i, 360_000 * i, 10 + i, 40 + i, 0, 100 * i, 20_000, 60.5, 3.9 + i / 10,
                    batch_s_mean=1.8, compact_s=9.5, expire_s=2.0 * (i > 1), under_load=i < 4,
                    query_cpu_ms=30.0 + i, writer_cpu_s=110.0, maintenance_cpu_s=20.0, broker_cpu_s=40.0 + i,
-                   plan_s_mean=0.01, read_s_mean=0.9, write_s_mean=0.8)
+                   plan_s_mean=0.01, write_s_mean=0.9, dead_letters_s_mean=0.3)
             for i in range(1, 5)]
 
 

@@ -76,12 +76,22 @@ def test_dead_letters_of_a_batch_cut_short_are_written_on_recovery(spark, click_
     assert len(rows(spark, clicks)) == len(producer.sent.valid), "the click commit landed"
     assert len(rows(spark, dead_table)) == 0, "its dead letters did not"
 
+    first_valid = len(producer.sent.valid)
     producer.send(400, bad_share=0.05)
-    job = ClickIngestJob(spark, click_settings)  # recovery writes the missing dead letters first
+    again = StopsBeforeDeadLetters(spark, click_settings)
+    try:  # the catch-up fails too: the batch fails before committing anything, so nothing is claimed done
+        with pytest.raises(RuntimeError, match="between the two commits"):
+            again.run_once()
+    finally:
+        again.close()
+    assert len(rows(spark, clicks)) == first_valid and len(rows(spark, dead_table)) == 0
+    job = ClickIngestJob(spark, click_settings)
     try:
+        job.run_once()  # its first batch writes the missing dead letters before anything else
         assert len(rows(spark, dead_table)) > 0
         drain(job)
-        job.recover()  # nothing is missing now: a second recovery writes nothing again
+        job.recover()  # nothing is missing now: the catch-up after a second recovery writes nothing again
+        assert job.run_once() == 0
     finally:
         job.close()
     ids = [r.event_id for r in rows(spark, clicks)]
