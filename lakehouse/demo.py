@@ -135,7 +135,10 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
         began = time.monotonic()
         while True:
             elapsed = time.monotonic() - began
-            if before is None and elapsed >= duration / 2:
+            # A third of the way in: events are enriched as of when they are processed, and they are processed
+            # within ~2 s, so the new price shows on the events produced once CDC has applied it and the click
+            # job re-read it (a few seconds): at half-time a short run could end first.
+            if before is None and elapsed >= duration / 3:
                 before = engine.run(library.load("top_products").template)
                 with mariadb_connect(settings, user=settings.mariadb.app_user,
                                      database=settings.mariadb.database) as conn, conn.cursor() as cur:
