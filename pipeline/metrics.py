@@ -38,7 +38,8 @@ COMMITTED_OFFSET = Gauge("lakehouse_kafka_committed_offset", "Next offset to rea
                          ["pipeline", "topic", "partition"])
 LAST_COMMIT = Gauge("lakehouse_table_last_commit_timestamp_seconds", "Unix time of the last commit by this writer.",
                     ["table"])
-CDC_APPLIED = Counter("lakehouse_cdc_rows_applied_total", "Rows upserted or deleted by MERGE.", ["table", "action"])
+CDC_APPLIED = Counter("lakehouse_cdc_rows_applied_total", "Changes (upserts, deletes) in committed MERGEs, counted "
+                      "before a batch's changes of one key collapse into its last.", ["table", "action"])
 DIMENSION_APPLY_LAG = Gauge("lakehouse_cdc_apply_lag_seconds",
                             "Commit time minus the oldest source timestamp in the last applied batch.", ["table"])
 AGGREGATE_DELAY = Gauge("lakehouse_aggregate_delay_seconds",
