@@ -139,7 +139,7 @@ def test_orphan_removal_keeps_every_file_a_retained_snapshot_needs(spark, settin
     client.put_object(Bucket=bucket, Key=stray, Body=b"not referenced by any snapshot")
     time.sleep(1.5)  # older than the (zero) margin by the time the procedure lists
 
-    job = MaintenanceJob(spark, s)
+    job = MaintenanceJob(spark, s, first_orphan_scan_after_s=0)
     job.tables = [full]
     job.run_once()
     removed = sum(r.orphans_removed for _, r in job.results if r.action == "remove_orphans")
