@@ -86,9 +86,21 @@ def cdc_figures(result, command: str) -> list[Figure]:
     ]
 
 
+def system_figures(result, command: str) -> list[Figure]:
+    figures = [at_most(command, f"{f.name} freshness p95", f.p95_s, "s", f.goal_s) for f in result.freshness]
+    figures += [Figure(command, f"{f.name} freshness p50", f.p50_s, "s") for f in result.freshness]
+    produced_rate = result.produced / result.duration_s if result.duration_s else 0.0
+    figures.append(at_least(command, "sustained / produced rate", 100 * result.sustained_eps / produced_rate
+                            if produced_rate else 0.0, "%", 99))
+    figures.append(Figure(command, "exactly-once checks passed", sum(c.ok for c in result.checks), "",
+                          f"= {len(result.checks)}", result.exact))
+    return figures
+
+
 def run_standard(settings: Settings, out_dir: Path, ingest_seconds: float, cdc_seconds: float,
-                 progress: Callable[[str], None] = print) -> list[Figure]:
+                 system_seconds: float, console, progress: Callable[[str], None] = print) -> list[Figure]:
     """The standard set at the issue's rates and shorter durations; figures saved as JSON in ``out_dir``."""
+    from lakehouse.system_bench import run as run_system
     from pipeline.benchmark import run as run_ingest
     from pipeline.cdc.benchmark import run as run_cdc
 
@@ -99,6 +111,11 @@ def run_standard(settings: Settings, out_dir: Path, ingest_seconds: float, cdc_s
     progress(f"cdc: 1,000 changes/s for {cdc_seconds:.0f}s")
     cdc = run_cdc(settings, 1000, cdc_seconds, progress=progress)
     figures += cdc_figures(cdc, f"bench cdc --rate 1000 --duration {cdc_seconds:.0f}")
+    progress(f"system: 2,000 events/s + 20 changes/s, everything running, for {system_seconds:.0f}s")
+    (out_dir / "system").mkdir(exist_ok=True)
+    system = run_system(settings, 2000, 20, system_seconds, out_dir / "system", console)
+    figures += system_figures(system, f"bench system --duration {system_seconds:.0f}")
     (out_dir / "bench-standard.json").write_text(json.dumps(
-        {"ingest": asdict(ingest), "cdc": asdict(cdc), "figures": [asdict(f) for f in figures]}, indent=2))
+        {"ingest": asdict(ingest), "cdc": asdict(cdc), "system": asdict(system),
+         "figures": [asdict(f) for f in figures]}, indent=2))
     return figures

@@ -1,18 +1,18 @@
 """`make demo`: the lakehouse's story on the local stack, start to finish.
 
 Starts the binlog capture (its first run snapshots MariaDB), then one Spark application
-running the dimension apply, the click ingestion and the live aggregates (FAIR pools).
-Locust produces ClickEvents (with a share of deliberately bad ones) at a steady rate
-while progress is shown; half-way the seed's product update is applied in MariaDB. When
-every produced event is committed it prints what a data engineer wants to see: the top
-products before and after the update (live aggregates), how clicks on product 1 picked
-up the new price, dead letters by reason, freshness, and where to look next.
+running the dimension apply, the click ingestion and the live aggregates (FAIR pools),
+as ``lakehouse.system_jobs`` starts them. Locust produces ClickEvents (with a share of
+deliberately bad ones) at a steady rate and changes the shop database while progress is
+shown; a third of the way in, product 1's price is changed. When every produced event is
+committed it prints what a data engineer wants to see: the top products before and after
+the update (live aggregates), how clicks on product 1 picked up the new price, dead
+letters by reason, freshness per table against its goal, and where to look next.
 """
 
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,14 +20,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from lakehouse import freshness
 from lakehouse.settings import REPO_ROOT, Settings
+from lakehouse.system_jobs import RunningSystem
+from loadgen.db_changes import STORY_PRODUCT_ID
 
 PRODUCT_ONE_SQL = """
 SELECT name, product_price, count(*) AS views, min(ingest_time) AS first_seen, max(ingest_time) AS last_seen
 FROM {clicks} WHERE productId = '1' AND produced_at >= from_unixtime(%d) GROUP BY name, product_price
 ORDER BY first_seen
 """
-SEED_UPDATE = "UPDATE products SET description = 'test666', product_price = 8.1 WHERE productId = '1'"
+SEED_UPDATE = ("UPDATE products SET description = 'test666', product_price = 8.1 "
+               f"WHERE productId = '{STORY_PRODUCT_ID}'")
 
 
 @dataclass
@@ -36,60 +40,8 @@ class DemoSummary:
     committed: int
     valid_rows: int
     dead_rows: int
-    freshness: tuple[float, float, float]
+    freshness: list[freshness.Freshness]
     report_dir: Path
-
-
-class _Jobs:
-    """Capture thread + one Spark application with dims, clicks and aggregates in FAIR pools."""
-
-    def __init__(self, settings: Settings, console: Console):
-        from pipeline.aggregates.live import LiveAggregates
-        from pipeline.cdc.apply import DimensionApplyJob
-        from pipeline.cdc.capture import Capture, read_checkpoint
-        from pipeline.clicks.job import ClickIngestJob
-        from pipeline.metrics import serve
-        from pipeline.spark_session import build_session
-
-        self.settings, self.stop = settings, threading.Event()
-        with console.status("starting the binlog capture (first run: consistent snapshot)..."):
-            threading.Thread(target=Capture(settings).run, args=(self.stop,), daemon=True).start()
-            while read_checkpoint(settings) is None:
-                time.sleep(0.2)
-        console.log(f"capture running: {settings.mariadb.database} -> {settings.kafka.cdc_topic_prefix}.*")
-        with console.status("starting Spark: dimension apply, click ingestion, live aggregates..."):
-            serve(settings.metrics.host, settings.metrics.pipeline_port)
-            self.spark = build_session(settings, "lakehouse-demo")
-            self.dims = DimensionApplyJob(self.spark, settings)
-            while self.dims.run_once():  # catch up with the snapshot before clicks are enriched
-                pass
-            self.clicks = ClickIngestJob(self.spark, settings)
-            self.aggregates = LiveAggregates(self.spark, settings)
-        self.threads = [self._in_pool(name, job) for name, job in
-                        (("dims", self.dims), ("clicks", self.clicks), ("aggregate", self.aggregates))]
-
-    def _in_pool(self, pool: str, job) -> threading.Thread:
-        from pipeline.app import run_job
-
-        def run():
-            self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
-            run_job(job, self.settings, self.stop)
-
-        thread = threading.Thread(target=run, name=f"demo-{pool}", daemon=True)
-        thread.start()
-        return thread
-
-    def committed(self) -> int:
-        from pipeline.benchmark import committed_total
-
-        return committed_total(self.clicks, self.settings.kafka.clicks_topic)
-
-    def close(self) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(60)
-        self.clicks.close()
-        self.dims.close()
 
 
 def _topic_end(settings: Settings) -> int:
@@ -103,11 +55,13 @@ def _aggregates_caught_up(engine, expected_views: int) -> bool:
     return total >= expected_views
 
 
-def run_demo(settings: Settings, rate: float, duration: float, bad_share: float, console: Console) -> DemoSummary:
+def run_demo(settings: Settings, rate: float, duration: float, bad_share: float, console: Console,
+             change_rate: float = 20.0) -> DemoSummary:
     from deploy.local.services.mariadb import connect as mariadb_connect
     from lakehouse.report import PrometheusError, write_report
     from loadgen.run import command, expected_events, read_result
-    from pipeline.benchmark import freshness_quantiles, warm_up
+    from pipeline.benchmark import warm_up
+    from pipeline.metrics import serve
     from queries import library, output
     from queries.duckdb_engine import DuckDBEngine
 
@@ -115,14 +69,15 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
     # every 2 s here (the product default, 10 s, can miss a change made in a short run's second half).
     settings = settings.model_copy(deep=True)
     settings.pipeline.dimension_refresh_seconds = min(settings.pipeline.dimension_refresh_seconds, 2.0)
-    jobs = _Jobs(settings, console)
+    serve(settings.metrics.host, settings.metrics.pipeline_port)
+    jobs = RunningSystem(settings, console, "lakehouse-demo", settings.run_dir / "logs" / "demo-capture.log")
     console.log("dimensions applied from the CDC topics; click ingestion and live aggregates running")
     with console.status("warming up (first batch compiles and starts Python workers)..."):
         warm_up(jobs.clicks, settings, events=200)
     start_offsets, topic_start, since_ms = jobs.committed(), _topic_end(settings), int(time.time() * 1000)
     report_dir = REPO_ROOT / "results" / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     report_dir.mkdir(parents=True, exist_ok=True)
-    locust = subprocess.Popen(command(rate, duration, "constant", bad_share, 4, 1, 0.0, report_dir),
+    locust = subprocess.Popen(command(rate, duration, "constant", bad_share, 4, 1, change_rate, report_dir),
                               stdout=subprocess.DEVNULL, stderr=(report_dir / "locust.log").open("w"))
     engine = DuckDBEngine(settings)
     expected = int(expected_events("constant", rate, duration))
@@ -184,7 +139,10 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
         console.log(f"report with plots: {page}")
     except PrometheusError as exc:
         console.log(f"no report: {exc}")
-    freshness = freshness_quantiles(jobs.spark, settings.catalog.clicks_table, since_ms)
+    with console.status("measuring freshness per table..."):
+        fresh = [freshness.clicks(jobs.spark, settings.catalog.clicks_table, since_ms),
+                 freshness.dimensions(jobs.spark, settings, since_ms),
+                 freshness.aggregates(jobs.spark, settings, since_ms)]
     jobs.spark.stop()
     return DemoSummary(produced or 0, committed, counts.column("valid")[0].as_py(), counts.column("dead")[0].as_py(),
-                       freshness, report_dir)
+                       fresh, report_dir)

@@ -57,16 +57,10 @@ def bench_settings(settings: Settings, tag: str, kind: str = "bench") -> Setting
 
 def freshness_quantiles(spark, table: str, since_ms: int = 0) -> tuple[float, float, float]:
     """p50/p95/p99 of (snapshot commit time - produce time) over rows produced since, in seconds."""
-    row = spark.sql(f"""
-        WITH rows AS (SELECT input_file_name() AS file, produced_at FROM {table}
-                      WHERE unix_millis(produced_at) >= {since_ms}),
-             added AS (SELECT data_file.file_path AS file, snapshot_id FROM {table}.entries WHERE status = 1),
-             snaps AS (SELECT snapshot_id, committed_at FROM {table}.snapshots)
-        SELECT percentile_approx((unix_millis(s.committed_at) - unix_millis(r.produced_at)) / 1000.0,
-                                 array(0.5, 0.95, 0.99), 10000) AS q
-        FROM rows r JOIN added a ON r.file = a.file JOIN snaps s ON a.snapshot_id = s.snapshot_id
-    """).collect()[0]
-    return tuple(float(q) for q in row.q) if row.q else (float("nan"),) * 3
+    from lakehouse.freshness import clicks
+
+    f = clicks(spark, table, since_ms)
+    return f.p50_s, f.p95_s, f.p99_s
 
 
 def raw_ceiling(settings: Settings, topic: str, partitions: int, out_dir: Path) -> float:

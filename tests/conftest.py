@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from lakehouse.settings import REPO_ROOT, load_settings
+from lakehouse.settings import REPO_ROOT, Settings, load_settings
 from lakehouse.settings_env import side_by_side_env
 
 # Another shift (LAKEHOUSE_TEST_PORT_SHIFT) lets a second checkout's suite run beside this one.

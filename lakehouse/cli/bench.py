@@ -2,37 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import time
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from lakehouse.cli.common import console, friendly_errors, stack_settings_or_exit
-from lakehouse.soak_compare import FRESHNESS_TOLERANCE
+from lakehouse.cli import bench_soak
+from lakehouse.cli.common import console, friendly_errors, print_figures, run_report, stack_settings_or_exit
+from lakehouse.settings import REPO_ROOT
 
 #: what the click benchmarks read and write: topics, tables, the catalog
 CLICK_STACK = ("kafka", "s3", "metastore")
-from lakehouse.settings import REPO_ROOT
-
-def _report(settings, out, seconds: float) -> None:
-    """Plots of the run from Prometheus beside the figures (skipped, saying why, if Prometheus is down)."""
-    from lakehouse.report import PrometheusError, write_report
-
-    try:
-        console.print(f"report with plots: {write_report(settings, out / 'report', seconds + 60)}")
-    except PrometheusError as exc:
-        console.print(f"no report: {exc}")
-
-
-def _print_figures(title: str, figures: list[tuple[str, str]]) -> None:
-    table = Table(title=title)
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    for name, value in figures:
-        table.add_row(name, value)
-    console.print(table)
 
 
 app = typer.Typer(help="Benchmarks on the local stack; figures are printed and saved under results/.",
@@ -55,7 +37,7 @@ def ingest(
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)  # so Prometheus sees the run
         result = run(settings, rate, duration, out, progress=console.log)
-    _print_figures(f"ingest benchmark: {rate:,.0f} events/s for {duration:.0f}s", [
+    print_figures(f"ingest benchmark: {rate:,.0f} events/s for {duration:.0f}s", [
         ("events produced", f"{result.produced:,}"),
         ("events committed", f"{result.committed:,}"),
         ("lag left when the load stopped (s to drain)", f"{result.drain_s:.1f}"),
@@ -69,7 +51,39 @@ def ingest(
         ("pipeline / raw ceiling", f"{result.ratio:.0%}"),
     ])
     console.print(f"saved {save(result, out)}")
-    _report(settings, out, time.monotonic() - began)
+    run_report(settings, out, time.monotonic() - began)
+
+
+@app.command()
+def headroom(
+    rates: Annotated[str, typer.Option(help="Comma-separated rates to climb through (events/s).")] =
+        "10000,15000,20000,25000,30000,35000,40000",
+    seconds: Annotated[float, typer.Option(help="Seconds of load per rate.")] = 60,
+) -> None:
+    """The highest click rate sustained with freshness p95 <= 10 s, against the raw ceiling (goal: >= 50 %).
+
+    Climbs through the rates, each on a topic of its own in one Spark application, and stops
+    at the first that does not hold (committed < 99 % of produced, or p95 > 10 s).
+    """
+    from lakehouse.headroom import P95_BOUND_S, run
+    from pipeline.metrics import serve
+
+    settings = stack_settings_or_exit(*CLICK_STACK)
+    out = REPO_ROOT / "results" / f"bench-headroom-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    with friendly_errors():
+        serve(settings.metrics.host, settings.metrics.pipeline_port)
+        result = run(settings, [float(r) for r in rates.split(",")], seconds, out, progress=console.log)
+    table = Table(title=f"headroom: rates held {seconds:.0f} s each (p95 <= {P95_BOUND_S:g} s, committed >= 99 %)")
+    for column in ("target/s", "produced/s", "committed/s", "p95 (s)", "drain (s)", "held"):
+        table.add_column(column, justify="right")
+    for s in result.steps:
+        table.add_row(f"{s.rate:,.0f}", f"{s.produced_eps:,.0f}", f"{s.sustained_eps:,.0f}", f"{s.p95_s:.1f}",
+                      f"{s.drain_s:.1f}", "yes" if s.held else "no")
+    console.print(table)
+    console.print(f"highest rate held {result.best_eps:,.0f} events/s; raw ceiling {result.raw_ceiling_eps:,.0f} "
+                  f"events/s; ratio {result.ratio:.0%} (goal >= 50 %)")
+    (out / "bench-headroom.json").write_text(json.dumps(result.as_dict(), indent=2))
 
 
 @app.command()
@@ -87,7 +101,7 @@ def batch(
     settings = stack_settings_or_exit(*CLICK_STACK)
     with friendly_errors():
         phases = profile(settings, events, rounds, progress=console.log)
-    _print_figures(f"one batch of {events:,} events, medians of {rounds} rounds (min - max)",
+    print_figures(f"one batch of {events:,} events, medians of {rounds} rounds (min - max)",
                    [(p.phase, f"{p.median_s:.3f} s ({p.min_s:.3f} - {p.max_s:.3f})") for p in phases])
 
 
@@ -95,11 +109,14 @@ def batch(
 def standard(
     ingest_seconds: Annotated[float, typer.Option(help="Seconds of the 10,000 events/s ingest run.")] = 180,
     cdc_seconds: Annotated[float, typer.Option(help="Seconds of the 1,000 changes/s CDC run.")] = 90,
+    system_seconds: Annotated[float, typer.Option(help="Seconds of the whole-system run (2,000 events/s + 20 "
+                                                       "changes/s).")] = 180,
     record: Annotated[bool, typer.Option(help="Append the figures to docs/benchmarks.md (--no-record: print "
                                               "only).")] = True,
 ) -> None:
-    """The standard set (`make bench`): ingest at 10,000 events/s and CDC at 1,000 changes/s, each figure
-    printed against its goal and appended as a dated row to docs/benchmarks.md (JSON under results/)."""
+    """The standard set (`make bench`, about 15 minutes): ingest at 10,000 events/s, CDC at 1,000 changes/s and
+    the whole system at the demo's load, each figure printed against its goal and appended as a dated row to
+    docs/benchmarks.md (JSON under results/)."""
     from lakehouse.bench_record import BENCHMARKS_MD, append_rows, run_standard
     from pipeline.metrics import serve
 
@@ -108,7 +125,8 @@ def standard(
     out.mkdir(parents=True, exist_ok=True)
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)
-        figures = run_standard(settings, out, ingest_seconds, cdc_seconds, progress=console.log)
+        figures = run_standard(settings, out, ingest_seconds, cdc_seconds, system_seconds, console,
+                               progress=console.log)
     table = Table(title="standard benchmarks")
     for column in ("benchmark", "figure", "value", "goal", "met"):
         table.add_column(column)
@@ -149,7 +167,7 @@ def load(
                     break
     console.print(table)
     console.print(f"reports under {out}")
-    _report(settings, out, time.monotonic() - began)
+    run_report(settings, out, time.monotonic() - began)
 
 
 @app.command()
@@ -166,15 +184,54 @@ def cdc(
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)  # so Prometheus sees the run
         result = run(settings, rate, duration, progress=console.log)
-    _print_figures(f"CDC benchmark: {rate:,.0f} changes/s for {duration:.0f}s", [
+    print_figures(f"CDC benchmark: {rate:,.0f} changes/s for {duration:.0f}s", [
         ("changes written", f"{result.changes:,}"),
         ("sustained changes/s (applied while the load ran)", f"{result.sustained_cps:,.0f}"),
         ("until the last change was applied (s)", f"{result.applied_s:.1f}"),
         ("apply freshness p50 (s)", f"{result.freshness_p50_s:.2f}"),
         ("apply freshness p95 (s)", f"{result.freshness_p95_s:.2f}"),
     ])
-    _report(settings, REPO_ROOT / "results" / f"bench-cdc-{time.strftime('%Y%m%d-%H%M%S')}",
+    run_report(settings, REPO_ROOT / "results" / f"bench-cdc-{time.strftime('%Y%m%d-%H%M%S')}",
             time.monotonic() - began)
+
+
+@app.command()
+def system(
+    rate: Annotated[float, typer.Option(help="ClickEvents per second (Locust, 1 % deliberately bad).")] = 2000,
+    changes: Annotated[float, typer.Option(help="Database changes per second (Locust).")] = 20,
+    duration: Annotated[float, typer.Option(help="Seconds of load (the goal is stated for 600).")] = 600,
+) -> None:
+    """Everything running together, as `make demo` runs it: freshness per table and exactly-once checks.
+
+    Capture, dimension apply, click ingestion and live aggregates run on the stack's broker
+    with topics, tables and a source database of the run's own; Locust produces the events
+    and the database changes. Goals (p95): clicks <= 5 s, dimensions <= 5 s, aggregates <= 10 s.
+    """
+    from lakehouse.system_bench import run
+    from lakehouse.system_jobs import SYSTEM_STACK
+    from pipeline.metrics import serve
+
+    settings = stack_settings_or_exit(*SYSTEM_STACK)
+    out = REPO_ROOT / "results" / f"bench-system-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    with friendly_errors():
+        serve(settings.metrics.host, settings.metrics.pipeline_port)
+        result = run(settings, rate, changes, duration, out, console)
+    print_figures(f"whole system: {rate:,.0f} events/s + {changes:g} changes/s for {duration:.0f}s", [
+        ("events produced / committed", f"{result.produced:,} / {result.committed:,}"),
+        ("sustained events/s (committed slope under load)", f"{result.sustained_eps:,.0f}"),
+        ("database changes made", f"{result.changes:,}"),
+    ] + [(f"{f.name} freshness p50 / p95 / p99 (s)", f"{f.p50_s:.2f} / {f.p95_s:.2f} / {f.p99_s:.2f}")
+         for f in result.freshness])
+    for f in result.freshness:
+        console.print(("[green]" if f.met else "[red]") + f.verdict() + ("[/green]" if f.met else "[/red]"))
+    for c in result.checks:
+        console.print(f"{'[green]exact' if c.ok else '[red]NOT exact'}[/]: {c.name} ({c.detail})")
+    console.print(f"saved {result.save(out)}")
+    run_report(settings, out, time.monotonic() - began)
+    if not result.exact:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -185,7 +242,7 @@ def broker(messages: Annotated[int, typer.Option(help="Messages per engine (abou
 
     with friendly_errors():
         figures = compare(stack_settings_or_exit("kafka", "s3"), messages)
-    _print_figures(f"local broker, {messages:,} messages of ~200 bytes, batched producer",
+    print_figures(f"local broker, {messages:,} messages of ~200 bytes, batched producer",
                    [(f"{f.engine}: produce / consume msg/s", f"{f.produce_per_s:,.0f} / {f.consume_per_s:,.0f}")
                     for f in figures])
 
@@ -201,117 +258,8 @@ def broker_growth(
     settings = stack_settings_or_exit("kafka", "s3")
     with friendly_errors():
         figures = fetch_cost_by_size(settings.kafka.bootstrap, steps, progress=console.log)
-    _print_figures(f"tail fetch on the stack's broker ({settings.kafka.storage} engine) by batches stored",
+    print_figures(f"tail fetch on the stack's broker ({settings.kafka.storage} engine) by batches stored",
                    [(f"{f.batches:,} batches", f"{f.fetch_s:.2f} s") for f in figures])
-
-
-@app.command()
-def soak(
-    rate: Annotated[float, typer.Option(help="ClickEvents per second, steady.")] = 2000,
-    duration: Annotated[str, typer.Option(help="How long: 600, 10m, 1h, 1h30m.")] = "1h",
-    every: Annotated[str, typer.Option(help="Sampling interval: 60s, 5m.")] = "3m",
-    drift: Annotated[float, typer.Option(
-        help="Allowed drift of the soak queries' CPU time (the reader's own work, not the wait for cores the "
-             "writer shares), first hour of the samples under load to the last (thirds of a run under two hours; "
-             "0.10 = 10 %).")] = 0.10,
-    maintenance: Annotated[bool, typer.Option(help="Run the maintenance service (--no-maintenance: the baseline "
-                                                   "to compare freshness and file counts with).")] = True,
-    pair: Annotated[bool, typer.Option(
-        help="Then run the same load again without maintenance (the baseline) and judge 'freshness p95 "
-             "unchanged by maintenance': the median of the windows' p95 from one snapshot retention in (at most "
-             "half the run) within --freshness-tolerance of the baseline's. Twice the time.")] = False,
-    freshness_tolerance: Annotated[float, typer.Option(
-        help="With --pair: how much later data may arrive with maintenance (0.10 = 10 %).")] = FRESHNESS_TOLERANCE,
-    broker: Annotated[str, typer.Option(help="'private': a memory-engine broker of the soak's own (default; the "
-                                             "stack's S3-engine broker slows down over long runs); 'stack': the "
-                                             "stack's broker.")] = "private",
-) -> None:
-    """Hours of steady load with maintenance on: do files, metadata, query latency and freshness stay flat?
-
-    Samples every EVERY: live data files in the fullest day-partition, delete files,
-    snapshots, manifest bytes, the soak queries' latency on DuckDB, freshness p95. At the
-    end checks every produced event is in the table exactly once. Writes soak.csv and
-    soak.png under results/; exits 1 when a goal is missed.
-
-    Maintenance runs as `lakehouse run maintain` in a process of its own, at
-    LAKEHOUSE_MAINTENANCE__NICE (its log: maintenance.log beside the results).
-    With --pair the baseline follows on a broker of its own and freshness-pair.png
-    shows both runs' freshness.
-    """
-    from loadgen.run import parse_duration
-    from lakehouse.soak_compare import compare_freshness, steady_start_s
-
-    settings = stack_settings_or_exit("s3", "metastore", *(("kafka",) if broker == "stack" else ()))
-    try:
-        seconds, interval = parse_duration(duration), parse_duration(every)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    if pair and not maintenance:
-        raise typer.BadParameter("--pair runs the baseline itself after the run with maintenance: drop --no-maintenance")
-    results = [_soak_once(settings, rate, seconds, interval, drift, maintenance, broker)]
-    if pair:
-        results.append(_soak_once(settings, rate, seconds, interval, drift, False, broker))
-    failures = [f for r in results for f in r.failures]
-    if pair:
-        verdict = compare_freshness(results[0].samples, results[1].samples,
-                                    steady_start_s(settings.maintenance.snapshot_retention_minutes, seconds),
-                                    freshness_tolerance)
-        _judge_pair(results[0].samples, results[1].samples, verdict, results[0].out_dir / "freshness-pair.png")
-        if not verdict.met:
-            failures.append(f"freshness changed by maintenance: {verdict.describe()}")
-    for failure in failures:
-        console.print(f"[red]goal missed:[/] {failure}")
-    if failures:
-        raise typer.Exit(1)
-
-
-def _soak_once(settings, rate: float, seconds: float, interval: float, drift: float, maintenance: bool, broker: str):
-    """One soak on a broker of its own (or the stack's), its figures printed and its report written."""
-    from contextlib import nullcontext
-
-    from lakehouse.soak import MAX_FILES_PER_PARTITION, run_soak
-    from lakehouse.soak_services import private_broker
-    from pipeline.metrics import serve
-
-    out = REPO_ROOT / "results" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
-    began = time.monotonic()
-    with friendly_errors():
-        serve(settings.metrics.host, settings.metrics.pipeline_port)
-        out.mkdir(parents=True, exist_ok=True)
-        with private_broker(settings, out / "broker.log") if broker == "private" else nullcontext(settings) as s:
-            result = run_soak(s, rate, seconds, interval, out, drift, progress=console.log, maintenance=maintenance)
-    first, last = result.samples[0], result.samples[-1]
-    _print_figures(f"soak: {rate:,.0f} events/s for {seconds / 60:.0f} min, maintenance {'on' if maintenance else 'OFF'}", [
-        ("events produced", f"{result.produced:,}"),
-        ("rows + dead letters committed", f"{result.rows + result.dead_letters:,}"),
-        ("duplicated events: by the pipeline / in Kafka", f"{result.duplicated_by_pipeline:,} / "
-                                                          f"{result.duplicated_in_kafka:,}"),
-        ("max live data files per day-partition", f"{max(s.data_files_max_partition for s in result.samples)} "
-                                                   f"(goal <= {MAX_FILES_PER_PARTITION})"),
-        ("snapshots first / last", f"{first.snapshots} / {last.snapshots}"),
-        ("manifest KiB first / last", f"{first.manifest_bytes / 1024:,.0f} / {last.manifest_bytes / 1024:,.0f}"),
-        (f"query CPU ms first / last (drift by {result.drift_span}, the goal)", f"{first.query_cpu_ms:,.0f} / {last.query_cpu_ms:,.0f} "
-                                                         f"({result.drift:+.0%})"),
-        ("query wall ms first / last (drift)", f"{first.query_ms:,.0f} / {last.query_ms:,.0f} ({result.wall_drift:+.0%})"),
-        ("freshness p95 s first / last / worst", result.freshness_summary()),
-    ])
-    console.print(f"samples: {out / 'soak.csv'}, plot: {out / 'soak.png'}")
-    _report(settings, out, time.monotonic() - began)
-    return result
-
-
-def _judge_pair(maintained: list, baseline: list, verdict, plot: Path) -> None:
-    """The pair's freshness verdict, printed and drawn (both runs' samples on one axis)."""
-    from lakehouse.soak_compare import plot_pair
-
-    plot_pair(maintained, baseline, verdict, plot)
-    _print_figures("freshness p95 unchanged by maintenance?", [
-        ("with maintenance (median of windows)", f"{verdict.maintained_p95_s:.2f} s ({verdict.maintained_windows} windows)"),
-        ("without maintenance (median of windows)", f"{verdict.baseline_p95_s:.2f} s ({verdict.baseline_windows} windows)"),
-        ("compared from", f"minute {verdict.from_s / 60:.0f}"),
-        ("gap (goal)", f"{verdict.gap:+.1%} (<= {verdict.tolerance:.0%}: {'met' if verdict.met else 'missed'})"),
-    ])
-    console.print(f"freshness of both runs: {plot}")
 
 
 @app.command()
@@ -335,61 +283,12 @@ def upserts(
             results = run(spark, settings, keys, batch, rounds, progress=console.log)
         finally:
             spark.stop()
-    _print_figures(f"upserts: {keys:,} keys, {batch:,} changes per MERGE", [
+    print_figures(f"upserts: {keys:,} keys, {batch:,} changes per MERGE", [
         (r.label, f"merge {r.merge_s:.2f} s | deletes {r.delete_files} files (+{r.delete_records:,}) | "
                   f"scan {r.scan_ms:,.0f} ms | lookup {r.lookup_ms:,.0f} ms") for r in results])
 
 
-@app.command("soak-plot")
-def soak_plot(
-    samples: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="A soak's soak.csv (results/soak-*/).")],
-) -> None:
-    """Redraw a soak's plot (soak.png beside its soak.csv) from the samples it saved.
 
-    For a run from before a change to the plot, or to put a run's figures in docs/:
-    files, snapshots, query time, freshness with maintenance's seconds, CPU per process
-    (writer, maintenance, broker) and the click batch time, minute by minute.
-    """
-    from lakehouse.soak_plot import plot_soak, read_samples
-
-    rows = read_samples(samples)
-    if not rows:
-        raise typer.BadParameter(f"{samples} holds no samples")
-    out = samples.with_name("soak.png")
-    plot_soak(rows, maintenance=any(x.compact_s or x.expire_s or x.other_maintenance_s for x in rows), path=out)
-    console.print(f"plot: {out}")
-
-
-@app.command("soak-compare")
-def soak_compare(
-    maintained: Annotated[Path, typer.Argument(exists=True, dir_okay=False,
-                                               help="soak.csv of a run with maintenance.")],
-    baseline: Annotated[Path, typer.Argument(exists=True, dir_okay=False,
-                                             help="soak.csv of the same load without maintenance.")],
-    from_minute: Annotated[float | None, typer.Option(
-        help="Compare windows from this minute on (default: one snapshot retention in, "
-             "LAKEHOUSE_MAINTENANCE__SNAPSHOT_RETENTION_MINUTES, at most half the run).")] = None,
-    freshness_tolerance: Annotated[float, typer.Option(
-        help="How much later data may arrive with maintenance (0.10 = 10 %).")] = FRESHNESS_TOLERANCE,
-) -> None:
-    """Judge 'freshness p95 unchanged by maintenance' for two saved soaks (what --pair does at its end).
-
-    For runs made apart, e.g. one from `make soak` and one from `lakehouse bench soak
-    --no-maintenance`: prints both medians and the gap, draws freshness-pair.png beside
-    the first CSV, exits 1 when the gap is over the tolerance.
-    """
-    from lakehouse.settings import load_settings
-    from lakehouse.soak_compare import compare_freshness, steady_start_s
-    from lakehouse.soak_plot import read_samples
-
-    runs = [read_samples(maintained), read_samples(baseline)]
-    if not all(runs):
-        raise typer.BadParameter(f"{maintained if not runs[0] else baseline} holds no samples")
-    length = max((x.elapsed_s for x in runs[0] if x.under_load), default=runs[0][-1].elapsed_s)
-    start = (from_minute * 60 if from_minute is not None
-             else steady_start_s(load_settings().maintenance.snapshot_retention_minutes, length))
-    verdict = compare_freshness(*runs, start, freshness_tolerance)
-    _judge_pair(*runs, verdict, maintained.with_name("freshness-pair.png"))
-    if not verdict.met:
-        console.print(f"[red]goal missed:[/] {verdict.describe()}")
-        raise typer.Exit(1)
+app.command()(bench_soak.soak)
+app.command("soak-plot")(bench_soak.soak_plot)
+app.command("soak-compare")(bench_soak.soak_compare)

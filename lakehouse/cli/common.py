@@ -1,4 +1,4 @@
-"""Helpers shared by the CLI's command groups: settings loading and error reporting."""
+"""Helpers shared by the CLI's command groups: settings loading, error reporting, figures and run reports."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.table import Table
 
 from lakehouse.settings import Settings, load_settings
 
@@ -68,3 +69,22 @@ def friendly_errors() -> Iterator[None]:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def run_report(settings, out, seconds: float) -> None:
+    """Plots of the run from Prometheus beside the figures (skipped, saying why, if Prometheus is down)."""
+    from lakehouse.report import PrometheusError, write_report
+
+    try:
+        console.print(f"report with plots: {write_report(settings, out / 'report', seconds + 60)}")
+    except PrometheusError as exc:
+        console.print(f"no report: {exc}")
+
+
+def print_figures(title: str, figures: list[tuple[str, str]]) -> None:
+    table = Table(title=title)
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name, value in figures:
+        table.add_row(name, value)
+    console.print(table)

@@ -140,12 +140,13 @@ class LiveAggregates:
         began = time.monotonic()
         batch = batch.persist()
         try:
-            stats = batch.agg(F.count(F.lit(1)).alias("n"), F.max("ingest_time").alias("newest")).first()
+            stats = batch.agg(F.count(F.lit(1)).alias("n"), F.max("ingest_time").alias("newest"),
+                              F.max(F.unix_millis("ingest_time")).alias("through_ms")).first()
             merged = []
             for rollup in self.rollups:
                 # The first batch after a (re)start reads the table's progress; later ones know it.
                 known = self._done.get(rollup.table)
-                merged.append(ru.merge_batch(batch, rollup, self.epoch, batch_id, known))
+                merged.append(ru.merge_batch(batch, rollup, self.epoch, batch_id, known, stats.through_ms))
                 self._done[rollup.table] = (self.epoch, max(batch_id, known[1] if known else -1))
         finally:
             batch.unpersist()

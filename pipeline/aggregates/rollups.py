@@ -20,6 +20,9 @@ from lakehouse.settings import Settings
 from pipeline.snapshot_properties import latest_property, sql_with_properties
 
 PROGRESS_PROPERTY = "lakehouse.stream-progress"
+#: the newest click ``ingest_time`` (epoch ms) a commit's batch read: which clicks the results reflect, so
+#: a reader (and the freshness benchmarks) can tell how far behind the click table they are
+THROUGH_PROPERTY = "lakehouse.clicks-through"
 #: HLL precision: 2^12 buckets, ~1.6 % standard error; exact while a key has few users
 HLL_LG_K = 12
 
@@ -80,7 +83,7 @@ def progress_properties(epoch: str, batch_id: int) -> dict[str, str]:
 
 
 def merge_batch(clicks: DataFrame, rollup: Rollup, epoch: str, batch_id: int,
-                done: tuple[str | None, int] | None = None) -> bool:
+                done: tuple[str | None, int] | None = None, through_ms: int | None = None) -> bool:
     """Merge one batch into ``rollup.table`` unless that table already has it; True if merged.
 
     ``done`` is the table's progress if the caller knows it (it wrote the last commit
@@ -93,7 +96,10 @@ def merge_batch(clicks: DataFrame, rollup: Rollup, epoch: str, batch_id: int,
         return False
     view = f"_batch_{rollup.table.replace('.', '_')}"
     batch_totals(clicks, rollup).createOrReplaceTempView(view)
-    sql_with_properties(spark, merge_statement(rollup, view), progress_properties(epoch, batch_id))
+    properties = progress_properties(epoch, batch_id)
+    if through_ms is not None:
+        properties[THROUGH_PROPERTY] = str(through_ms)
+    sql_with_properties(spark, merge_statement(rollup, view), properties)
     return True
 
 

@@ -4,8 +4,13 @@ The counts (valid events, dead letters, and the age of each valid event in 100 m
 when its batch was planned) travel back with the task results in a Spark accumulator.
 Counting them with a Spark job of their own cost a cached copy of the batch and a
 group-by: 1.0 s of a 27,500-event batch (docs/performance.md). A task run twice (a
-retry) may count twice, so the figures feed metrics only; which table a record goes to
-never depends on them.
+retry) may count twice, so the counts feed metrics only.
+
+The dead letters themselves travel back too, keyed by their Kafka position (so a retried
+task adds nothing twice), up to ``CARRY_BYTES`` in all: the dead-letter commit then needs
+no second read of Kafka. Past that the batch is marked ``overflow`` (the records are
+dropped, on the workers and the driver alike) and its dead letters are read again from
+Kafka instead.
 """
 
 from __future__ import annotations
@@ -18,6 +23,11 @@ import pyarrow.compute as pc
 from pyspark import AccumulatorParam
 
 AGE_STEP_MS = 100
+#: raw bytes of dead letters a batch carries back to the driver (more: they are read from Kafka again)
+CARRY_BYTES = 4 * 1024 * 1024
+
+#: (topic, partition, offset) -> (raw payload, error, Kafka timestamp ms)
+BadRecords = dict[tuple[str, int, int], tuple[bytes, str, int]]
 
 
 @dataclass
@@ -25,11 +35,18 @@ class BatchStats:
     valid: int = 0
     dead: int = 0
     ages: Counter = field(default_factory=Counter)  # age step at planning -> valid events
+    bad: BadRecords = field(default_factory=dict)
+    bad_bytes: int = 0
+    overflow: bool = False  # more dead letters than are carried: ``bad`` is empty, read them from Kafka
 
     def merge(self, other: BatchStats) -> BatchStats:
         self.valid += other.valid
         self.dead += other.dead
         self.ages.update(other.ages)
+        self.bad.update(other.bad)
+        self.bad_bytes += other.bad_bytes
+        if self.overflow or other.overflow or self.bad_bytes > CARRY_BYTES:
+            self.bad, self.bad_bytes, self.overflow = {}, 0, True
         return self
 
 
@@ -40,7 +57,17 @@ def count_batch(parsed: pa.RecordBatch, planned_at_ms: int) -> BatchStats:
     stamps = pc.filter(parsed.column("timestamp_ms"), valid)
     steps = pc.max_element_wise(pc.divide(pc.subtract(planned_at_ms, stamps), AGE_STEP_MS), 0)
     ages = Counter(dict(zip(*(c.to_pylist() for c in pc.value_counts(steps).flatten()), strict=True)))
-    return BatchStats(n_valid, parsed.num_rows - n_valid, ages)
+    stats = BatchStats(n_valid, parsed.num_rows - n_valid, ages)
+    if stats.dead:
+        bad = parsed.filter(pc.invert(valid)).select(["topic", "partition", "offset", "value", "error",
+                                                       "timestamp_ms"])
+        stats.bad_bytes = pc.sum(pc.binary_length(bad.column("value"))).as_py() or 0
+        if stats.bad_bytes > CARRY_BYTES:
+            stats.bad_bytes, stats.overflow = 0, True
+        else:
+            stats.bad = {(t, p, o): (v, e, ts) for t, p, o, v, e, ts in zip(*(c.to_pylist() for c in bad.columns),
+                                                                             strict=True)}
+    return stats
 
 
 class BatchStatsParam(AccumulatorParam):

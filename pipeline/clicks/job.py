@@ -1,13 +1,15 @@
 """The click ingestion job: one micro-batch = plan, then one Spark job that fetches,
-validates, enriches and commits the click table; dead letters, if the batch had any, next.
+validates, enriches and commits the click table; its dead letters, if any, are committed
+in the background while the next batch runs (``pipeline.clicks.dead_letters``).
 
 Each commit carries the batch's end offsets. The click table's offsets are where the job
-resumes. Its commit also records ``lakehouse.dead-letters-done``: the offsets up to which
-every dead letter was already in the dead-letter table when the batch began. A crash
-between the two commits therefore leaves at most one batch of dead letters unwritten,
-and ``recover`` reads exactly that batch again and writes only them; the dead-letter
-write keeps only records past the offsets *its* table committed. Both tables receive
-every record exactly once, and a batch costs one Spark job while its events are valid.
+resumes. Its commit also records ``lakehouse.dead-letters-done``: offsets up to which
+every dead letter was already in the dead-letter table (the start of this batch, or of
+the batch whose dead letters are still in flight). A crash between the commits therefore
+leaves at most two batches of dead letters unwritten, and the first batch after
+``recover`` reads exactly those again and writes only them; a dead-letter write keeps
+only records past the offsets *its* table committed. Both tables receive every record
+exactly once, and a batch costs one Spark job.
 (Writing the dead letters first needs their count first: a second Spark job over a
 cached copy of every batch, 1.0 s of a 27,500-event batch.)
 """
@@ -27,6 +29,7 @@ from pyspark.sql import functions as F
 from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.clicks.batch_stats import AGE_STEP_MS, BatchStats, BatchStatsParam, count_batch
+from pipeline.clicks.dead_letters import BackgroundCommits, carried_frame
 from pipeline.clicks.validate import Limits, parse_batch
 from pipeline.dimensions import ENRICHED_DDL, DimensionCache, enrich_batch
 from pipeline.kafka_source import offsets as kafka_offsets
@@ -80,6 +83,7 @@ class ClickIngestJob:
                              max_future_ms=pipe.max_event_future_seconds * 1000)
         self.clicks_table, self.dead_table = cat.clicks_table, cat.dead_letter_table
         self.tables = [self.clicks_table, self.dead_table]
+        self._background = BackgroundCommits(spark, "clicks-dead-letters")
         self.recover()
 
     def recover(self) -> None:
@@ -89,6 +93,10 @@ class ClickIngestJob:
         at the start of the next batch. The dimension snapshot is dropped too, so nothing a
         failed batch read survives it.
         """
+        try:
+            self._background.settle(wait=True)  # the tables, read next, must not move under us
+        except Exception as exc:  # noqa: BLE001 - what it did not write, the catch-up below writes
+            log.warning("clicks: the last dead-letter commit failed (%s); writing them again", exc)
         self.dimensions.invalidate()
         found = latest_properties(self.spark, self.clicks_table, kafka_offsets.OFFSETS_PROPERTY,
                                   kafka_offsets.TOPIC_IDS_PROPERTY, DEAD_DONE_PROPERTY)
@@ -122,8 +130,11 @@ class ClickIngestJob:
             self.dead_committed, self.dead_committed_ids = same_log, {t: ids[t] for t in same_log if t in ids}
 
     def close(self) -> None:
-        self.dimensions.close()
-        self.planner.close()
+        try:
+            self._background.close()
+        finally:
+            self.dimensions.close()
+            self.planner.close()
 
     def _read(self, ranges: list[OffsetRange], stats=None, planned_at_ms: int = 0) -> DataFrame:
         transform = functools.partial(parse_and_enrich, limits=self.limits, dims=self.dimensions.current(),
@@ -132,13 +143,13 @@ class ClickIngestJob:
                              fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms)
 
     def _commit(self, df: DataFrame, table: str, offsets: kafka_offsets.Offsets,
-                extra: dict[str, str] | None = None) -> float:
+                extra: dict[str, str] | None = None, topic_ids: dict[str, str] | None = None) -> float:
         began = time.monotonic()
         # Each task writes the rows it parsed: Iceberg's default for a partitioned table (hash) adds a
         # shuffle to every batch, 0.8 s of a 30,000-event batch's 2.3 s (docs/performance.md). A batch
         # spans a day or two, so each task still writes one or two files; compaction merges them.
         writer = df.writeTo(table).option("distribution-mode", "none")
-        options = kafka_offsets.write_options(offsets, self.planner.topic_ids)
+        options = kafka_offsets.write_options(offsets, topic_ids or self.planner.topic_ids)
         options.update({f"snapshot-property.{k}": v for k, v in (extra or {}).items()})
         for key, value in options.items():
             writer = writer.option(key, value)
@@ -158,6 +169,7 @@ class ClickIngestJob:
 
     def run_once(self) -> int:
         began = time.monotonic()
+        self._settle_dead_letters(wait=False)
         if self._dead_letters_done is not None:
             self._catch_up_dead_letters(self._dead_letters_done)
             self._dead_letters_done = None
@@ -171,10 +183,12 @@ class ClickIngestJob:
         planned_at_ms = int(time.time() * 1000)
         metrics.BATCH_PHASE_SECONDS.labels("plan").observe(planned_at - began)
         target = next_offsets(ranges)
-        # Every dead letter before this batch's start is committed: recover() or the last batch wrote it.
-        done: kafka_offsets.Offsets = {}
+        start: kafka_offsets.Offsets = {}
         for r in ranges:
-            done.setdefault(r.topic, {})[r.partition] = r.start
+            start.setdefault(r.topic, {})[r.partition] = r.start
+        # Every dead letter before this batch's start is committed (recover() or the last batch wrote it),
+        # unless an earlier batch's are still in flight: then only up to that batch's start.
+        done = self._background.in_flight_from or start
         stats = self.spark.sparkContext.accumulator(BatchStats(), BatchStatsParam())
         now = dt.datetime.now(dt.timezone.utc)
         self._commit(self._clicks(self._read(work, stats, planned_at_ms), now), self.clicks_table, target,
@@ -182,12 +196,11 @@ class ClickIngestJob:
         committed_at_ms = int(time.time() * 1000)
         self.committed, self.committed_ids = target, dict(self.planner.topic_ids)
         counted: BatchStats = stats.value
-        written_at = time.monotonic()
-        metrics.BATCH_PHASE_SECONDS.labels("write").observe(written_at - planned_at)
+        metrics.BATCH_PHASE_SECONDS.labels("write").observe(time.monotonic() - planned_at)
         if counted.dead:
-            self._commit(self._dead_letters(self._read(work), now), self.dead_table, target)
-            self.dead_committed, self.dead_committed_ids = target, dict(self.planner.topic_ids)
-            metrics.BATCH_PHASE_SECONDS.labels("dead_letters").observe(time.monotonic() - written_at)
+            topic_ids = dict(self.planner.topic_ids)
+            self._settle_dead_letters(wait=True)  # one dead-letter commit at a time, in batch order
+            self._background.submit(lambda: self._write_dead_letters(work, target, topic_ids, counted, now), start)
         self._observe_latency(counted.ages.items(), committed_at_ms - planned_at_ms)
         total = counted.valid + counted.dead
         metrics.ROWS.labels(self.name, "in").inc(total)
@@ -202,6 +215,28 @@ class ClickIngestJob:
         log.info("clicks: committed %d valid + %d dead-lettered in %.2fs", counted.valid, counted.dead,
                  time.monotonic() - began)
         return max(total, 1)
+
+    def _settle_dead_letters(self, wait: bool) -> None:
+        """Raise the error of a finished background dead-letter commit (its batch is caught up after recovery)."""
+        in_flight = self._background.in_flight_from
+        try:
+            self._background.settle(wait)
+        except Exception:
+            self._dead_letters_done = in_flight
+            raise
+
+    def _write_dead_letters(self, work: list[OffsetRange], target: kafka_offsets.Offsets,
+                            topic_ids: dict[str, str], counted: BatchStats, now: dt.datetime) -> None:
+        """The background commit of one batch's dead letters: carried back by its tasks, or read again."""
+        began = time.monotonic()
+        if counted.overflow:
+            dead = self._dead_letters(self._read(work), now)
+        else:
+            same_log = kafka_offsets.in_current_log(self.dead_committed, self.dead_committed_ids, topic_ids)
+            dead = carried_frame(self.spark, counted.bad, same_log, now)
+        self._commit(dead, self.dead_table, target, topic_ids=topic_ids)
+        self.dead_committed, self.dead_committed_ids = target, topic_ids
+        metrics.BATCH_PHASE_SECONDS.labels("dead_letters").observe(time.monotonic() - began)
 
     def _dead_letters(self, parsed: DataFrame, now: dt.datetime) -> DataFrame:
         # Dead letters committed in an earlier life of a topic say nothing about offsets in its new log.

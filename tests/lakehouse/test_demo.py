@@ -27,3 +27,9 @@ def test_demo_runs_end_to_end_and_summarises(stack):
                     .group(1).replace(",", ""))
     assert produced > 3000 and committed == produced
     assert "8.1000" in text, "the seed's price update reached the click enrichment through CDC"
+    # freshness per table, each against its goal, measured on this run's rows (Locust changed the database too)
+    for name in ("clicks", "dimensions", "aggregates"):
+        verdict = re.search(rf"^{name} \(.+\): p95 ([\d.]+) s over ([\d,]+) rows, goal <= [\d.]+ s: (met|NOT met)$",
+                            text, re.MULTILINE)
+        assert verdict, f"no freshness verdict for the {name}"
+        assert 0 < float(verdict.group(1)) < 120 and int(verdict.group(2).replace(",", "")) > 0, verdict.group(0)

@@ -50,9 +50,10 @@ def test_ten_minute_soak_stays_small_fast_and_exact(settings, spark, tmp_path):
     assert all(x.batch_s_mean > 0 for x in result.samples if x.committed and not math.isnan(x.freshness_p95_s))
     timed = [x for x in result.samples if x.under_load and x.batch_s_mean > 0]
     assert timed and all(x.write_s_mean > 0 for x in timed)  # the batch's phases were timed
-    # parts of it: a batch that straddles a sample moves a window's phase means apart from its batch mean by a
-    # few hundredths, never by a whole phase
-    assert all(x.plan_s_mean + x.write_s_mean + x.dead_letters_s_mean <= x.batch_s_mean * 1.1 + 0.05 for x in timed)
+    # parts of it (the dead letters commit beside the next batch): a batch that straddles a sample moves a
+    # window's phase means apart from its batch mean by a few hundredths, never by a whole phase
+    assert all(x.plan_s_mean + x.write_s_mean <= x.batch_s_mean * 1.1 + 0.05 for x in timed)
+    assert any(x.dead_letters_s_mean > 0 for x in timed)  # the soak's bad events were dead-lettered, and timed
     assert result.samples[0].under_load and not result.samples[-1].under_load  # drift reads only the load's samples
     assert (tmp_path / "soak.png").stat().st_size > 10_000
     # Expiry held the snapshot log flat: at most one click commit per trigger is kept for the

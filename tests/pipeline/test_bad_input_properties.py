@@ -15,7 +15,7 @@ import time
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from loadgen.events import click_event, encode
+from loadgen.events import click_event
 from pipeline.cdc.apply import EnvelopeError, parse_changes
 from pipeline.clicks.validate import Limits, classify, parse_batch
 from pipeline.kafka_source.fetch import RAW_SCHEMA

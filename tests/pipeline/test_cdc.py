@@ -12,7 +12,7 @@ from deploy.local.services.mariadb import connect as mariadb_connect
 from pipeline.cdc.apply import DimensionApplyJob
 from pipeline.cdc.capture import Capture, SchemaChangeError, read_checkpoint
 from tests.deploy.test_roundtrips import consume_all
-from tests.pipeline.cdc_support import isolated_cdc_settings, lake_rows, source_rows, wait_equal
+from tests.pipeline.cdc_support import isolated_cdc_settings, lake_rows, wait_equal
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -58,20 +59,18 @@ def test_valid_events_land_once_and_bad_ones_in_dead_letter(spark, click_setting
 class StopsBeforeDeadLetters(ClickIngestJob):
     """A job that dies between a batch's click commit and its dead-letter commit (the crash window)."""
 
-    def _commit(self, df, table, offsets, extra=None):
+    def _commit(self, df, table, offsets, extra=None, topic_ids=None):
         if table == self.dead_table:
             raise RuntimeError("killed between the two commits")
-        return super()._commit(df, table, offsets, extra)
+        return super()._commit(df, table, offsets, extra, topic_ids)
 
 
 def test_dead_letters_of_a_batch_cut_short_are_written_on_recovery(spark, click_settings, producer):
     producer.send(800, bad_share=0.05)
     crashing = StopsBeforeDeadLetters(spark, click_settings)
-    try:
-        with pytest.raises(RuntimeError, match="between the two commits"):
-            crashing.run_once()
-    finally:
-        crashing.close()
+    assert crashing.run_once() > 0  # the click commit; its dead letters fail in the background ...
+    with pytest.raises(RuntimeError, match="between the two commits"):
+        crashing.close()  # ... which the job reports when it is next asked to settle (a batch, or closing)
     clicks, dead_table = click_settings.catalog.clicks_table, click_settings.catalog.dead_letter_table
     assert len(rows(spark, clicks)) == len(producer.sent.valid), "the click commit landed"
     assert len(rows(spark, dead_table)) == 0, "its dead letters did not"
@@ -99,6 +98,47 @@ def test_dead_letters_of_a_batch_cut_short_are_written_on_recovery(spark, click_
     dead = rows(spark, dead_table)
     assert sorted(bytes(r.raw) for r in dead) == sorted(producer.sent.bad)
     assert len({(r.kafka_partition, r.kafka_offset) for r in dead}) == len(dead)
+
+
+class SlowDeadLetters(ClickIngestJob):
+    """Dead-letter commits that take 3 s: the next batch commits while they are in flight."""
+
+    def _commit(self, df, table, offsets, extra=None, topic_ids=None):
+        if table == self.dead_table:
+            time.sleep(3)
+        return super()._commit(df, table, offsets, extra, topic_ids)
+
+
+def test_a_click_commit_claims_dead_letters_done_only_up_to_the_batch_still_in_flight(spark, click_settings,
+                                                                                        producer):
+    from pipeline.clicks.job import DEAD_DONE_PROPERTY
+    from pipeline.kafka_source.offsets import decode
+    from pipeline.snapshot_properties import latest_property
+
+    clicks, dead_table = click_settings.catalog.clicks_table, click_settings.catalog.dead_letter_table
+    producer.send(300, bad_share=0.1)
+    job = SlowDeadLetters(spark, click_settings)
+    try:
+        first_start = job.committed
+        assert job.run_once() > 0  # batch 1: clicks committed, its dead letters now take 3 s in the background
+        producer.send(300, bad_share=0.1)
+        assert job.run_once() > 0  # batch 2 commits while they are in flight ...
+        claimed = decode(latest_property(spark, clicks, DEAD_DONE_PROPERTY))
+        # ... so it claims only what was done before batch 1 began, not batch 2's start
+        assert all(claimed.get(t, {}).get(p, 0) == first_start.get(t, {}).get(p, 0)
+                   for t, parts in claimed.items() for p in parts), (claimed, first_start)
+        assert claimed != job.committed
+    finally:
+        job.close()  # waits for both dead-letter commits, in order
+    dead = rows(spark, dead_table)
+    assert sorted(bytes(r.raw) for r in dead) == sorted(producer.sent.bad)
+    assert len({(r.kafka_partition, r.kafka_offset) for r in dead}) == len(dead)
+    restarted = ClickIngestJob(spark, click_settings)  # the catch-up re-reads both batches and writes nothing twice
+    try:
+        assert restarted.run_once() == 0
+    finally:
+        restarted.close()
+    assert len(rows(spark, dead_table)) == len(dead)
 
 
 def test_table_layout(spark, click_settings, producer):

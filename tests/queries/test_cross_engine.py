@@ -12,7 +12,6 @@ import random
 import uuid
 
 import pytest
-from pyspark.sql import functions as F
 
 from pipeline.aggregates import rollups as ru
 from pipeline.aggregates.daily import build_day

@@ -1,0 +1,107 @@
+"""Everything the lakehouse runs, started the way a runtime starts it: for `make demo` and `bench system`.
+
+- the binlog capture as its own process (`lakehouse run cdc`), as in every runtime: in a
+  thread of this process it would share one interpreter lock with the Spark driver;
+- one Spark application with the dimension apply, the click ingestion and the live
+  aggregates, each in its FAIR pool (`lakehouse run pipeline --jobs dims,clicks,aggregate`).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from lakehouse.settings import Settings
+
+#: what the whole system needs of the local stack
+SYSTEM_STACK = ("kafka", "s3", "metastore", "mariadb")
+
+
+class RunningSystem:
+    """Capture process + dims, clicks and aggregates in one Spark application; ``close()`` stops all."""
+
+    def __init__(self, settings: Settings, console: Console, app_name: str, capture_log: Path):
+        from pipeline.aggregates.live import LiveAggregates
+        from pipeline.cdc.apply import DimensionApplyJob
+        from pipeline.cdc.benchmark import start_capture
+        from pipeline.cdc.capture import read_checkpoint
+        from pipeline.clicks.job import ClickIngestJob
+        from pipeline.spark_session import build_session
+
+        self.settings, self.stop = settings, threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.errors: list[BaseException] = []
+        self.spark = None
+        capture_log.parent.mkdir(parents=True, exist_ok=True)
+        self.capture = start_capture(settings, capture_log)
+        try:
+            with console.status("starting the binlog capture (first run: consistent snapshot)..."):
+                deadline = time.monotonic() + 120
+                while read_checkpoint(settings) is None:
+                    if self.capture.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"the binlog capture did not start; its log: {capture_log}")
+                    time.sleep(0.2)
+            console.log(f"capture running: {settings.mariadb.database} -> {settings.kafka.cdc_topic_prefix}.* "
+                        f"(log {capture_log})")
+            with console.status("starting Spark: dimension apply, click ingestion, live aggregates..."):
+                self.spark = build_session(settings, app_name)
+                self.dims = DimensionApplyJob(self.spark, settings)
+                while self.dims.run_once():  # catch up with the snapshot before clicks are enriched
+                    pass
+                self.clicks = ClickIngestJob(self.spark, settings)
+                self.aggregates = LiveAggregates(self.spark, settings)
+        except BaseException:
+            self._stop_capture()
+            raise
+        self.threads = [self._in_pool(name, job) for name, job in
+                        (("dims", self.dims), ("clicks", self.clicks), ("aggregate", self.aggregates))]
+
+    def _in_pool(self, pool: str, job) -> threading.Thread:
+        from pipeline.app import run_job
+
+        def run():
+            self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
+            try:
+                run_job(job, self.settings, self.stop)
+            except BaseException as exc:  # noqa: BLE001 - reported by ``failed()``, the run goes on to its summary
+                self.errors.append(exc)
+
+        thread = threading.Thread(target=run, name=f"system-{pool}", daemon=True)
+        thread.start()
+        return thread
+
+    def committed(self) -> int:
+        """Click records (valid and dead-lettered) committed so far."""
+        from pipeline.benchmark import committed_total
+
+        return committed_total(self.clicks, self.settings.kafka.clicks_topic)
+
+    def failed(self) -> str | None:
+        """The first job error, or the capture's exit, if anything stopped."""
+        if self.errors:
+            return f"{type(self.errors[0]).__name__}: {self.errors[0]}"
+        if self.capture.poll() is not None:
+            return f"the binlog capture exited with code {self.capture.returncode}"
+        return None
+
+    def close(self) -> None:
+        """Stop the jobs between batches, then the capture (the Spark session stays for the summary)."""
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(60)
+        self.clicks.close()
+        self.dims.close()
+        self._stop_capture()
+
+    def _stop_capture(self) -> None:
+        if self.capture.poll() is None:
+            self.capture.send_signal(signal.SIGTERM)
+            try:
+                self.capture.wait(30)
+            except subprocess.TimeoutExpired:
+                self.capture.kill()
