@@ -31,6 +31,7 @@ from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.fetch import records_frame
 from pipeline.kafka_source.planner import Planner
 from pipeline.kafka_source.ranges import next_offsets
+from pipeline.parallel import in_parallel
 from pipeline.snapshot_properties import sql_with_properties
 from pipeline.tables import ensure_dimension_tables
 
@@ -172,16 +173,20 @@ class DimensionApplyJob:
         changes = records_frame(self.spark, work, self.settings.kafka.bootstrap, CHANGE_DDL,
                                 functools.partial(parse_changes, keys=keys, counts=counts),
                                 fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms).persist()
-        total = 0
-        try:
-            for topic in sorted({r.topic for r in work}):
-                offsets = {topic: next_offsets(ranges)[topic]}
-                self._merge(changes.filter(F.col("topic") == topic), self.targets[topic], offsets)
-                self.committed[topic] = offsets[topic]
-                self.committed_ids[topic] = self.planner.topic_ids[topic]
-                total += self._count(self.targets[topic].table, counts.value.get(topic))
+        ends = next_offsets(ranges)
+
+        def apply(topic: str) -> None:
+            offsets = {topic: ends[topic]}
+            self._merge(changes.filter(F.col("topic") == topic), self.targets[topic], offsets)
+            self.committed[topic] = offsets[topic]
+            self.committed_ids[topic] = self.planner.topic_ids[topic]
+
+        topics = sorted({r.topic for r in work})
+        try:  # one MERGE per table, side by side (each commits its own topic's offsets)
+            in_parallel(self.spark, [functools.partial(apply, topic) for topic in topics])
         finally:
             changes.unpersist()
+        total = sum(self._count(self.targets[topic].table, counts.value.get(topic)) for topic in topics)
         metrics.ROWS.labels(self.name, "in").inc(total)
         metrics.BATCHES.labels(self.name, "committed").inc()
         metrics.BATCH_SECONDS.labels(self.name).observe(time.monotonic() - began)
@@ -218,6 +223,7 @@ class DimensionApplyJob:
         sql_with_properties(self.spark, statement, kafka_offsets.commit_properties(offsets, self.planner.topic_ids))
         metrics.COMMIT_SECONDS.labels(target.table).observe(time.monotonic() - began)
         metrics.LAST_COMMIT.labels(target.table).set(time.time())
+        log.info("dims: merged into %s in %.2fs", target.table, time.monotonic() - began)
 
     @staticmethod
     def _source_columns(target: Target) -> list[str]:
