@@ -97,9 +97,23 @@ def system_figures(result, command: str) -> list[Figure]:
     return figures
 
 
+def headroom_figures(result, command: str) -> list[Figure]:
+    return [
+        at_least(command, "highest rate held / raw ceiling", 100 * result.ratio, "%", 50),
+        Figure(command, "highest rate held (p95 <= 10 s)", result.best_eps, "events/s"),
+        Figure(command, "raw ceiling (Kafka -> Parquet, no Spark)", result.raw_ceiling_eps, "events/s"),
+    ]
+
+
+#: the headroom climb of the standard set: short steps, up to where 2 cores cannot follow
+STANDARD_HEADROOM_RATES = (20_000, 30_000, 40_000)
+
+
 def run_standard(settings: Settings, out_dir: Path, ingest_seconds: float, cdc_seconds: float,
-                 system_seconds: float, console, progress: Callable[[str], None] = print) -> list[Figure]:
+                 system_seconds: float, console, progress: Callable[[str], None] = print,
+                 headroom_seconds: float = 30) -> list[Figure]:
     """The standard set at the issue's rates and shorter durations; figures saved as JSON in ``out_dir``."""
+    from lakehouse.headroom import run as run_headroom
     from lakehouse.system_bench import run as run_system
     from pipeline.benchmark import run as run_ingest
     from pipeline.cdc.benchmark import run as run_cdc
@@ -111,11 +125,15 @@ def run_standard(settings: Settings, out_dir: Path, ingest_seconds: float, cdc_s
     progress(f"cdc: 1,000 changes/s for {cdc_seconds:.0f}s")
     cdc = run_cdc(settings, 1000, cdc_seconds, progress=progress)
     figures += cdc_figures(cdc, f"bench cdc --rate 1000 --duration {cdc_seconds:.0f}")
+    rates = ",".join(str(r) for r in STANDARD_HEADROOM_RATES)
+    progress(f"headroom: {rates} events/s, {headroom_seconds:.0f}s each")
+    headroom = run_headroom(settings, list(STANDARD_HEADROOM_RATES), headroom_seconds, out_dir, progress=progress)
+    figures += headroom_figures(headroom, f"bench headroom --rates {rates} --seconds {headroom_seconds:.0f}")
     progress(f"system: 2,000 events/s + 20 changes/s, everything running, for {system_seconds:.0f}s")
     (out_dir / "system").mkdir(exist_ok=True)
     system = run_system(settings, 2000, 20, system_seconds, out_dir / "system", console)
     figures += system_figures(system, f"bench system --duration {system_seconds:.0f}")
     (out_dir / "bench-standard.json").write_text(json.dumps(
-        {"ingest": asdict(ingest), "cdc": asdict(cdc), "system": asdict(system),
+        {"ingest": asdict(ingest), "cdc": asdict(cdc), "headroom": headroom.as_dict(), "system": asdict(system),
          "figures": [asdict(f) for f in figures]}, indent=2))
     return figures

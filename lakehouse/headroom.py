@@ -10,6 +10,7 @@ measured on the last step's topic, and the ratio printed: the issue's goal is >=
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import threading
@@ -22,6 +23,10 @@ from lakehouse.settings import Settings
 
 #: freshness p95 a rate must keep to count as sustained (issue 28, goal 2)
 P95_BOUND_S = 10.0
+#: seconds of load before the first counted step
+WARM_UP_S = 20.0
+#: events/s given to one producer process (one reached ~18,000/s beside the pipeline on 2 cores)
+PRODUCER_RATE = 12_000
 
 
 @dataclass
@@ -45,8 +50,8 @@ class HeadroomResult:
 
     @property
     def best_eps(self) -> float:
-        """The highest sustained rate among the steps that held."""
-        return max((s.sustained_eps for s in self.steps if s.held), default=0.0)
+        """The highest rate among the steps that held (what was produced, or committed if that was less)."""
+        return max((min(s.produced_eps, s.sustained_eps) for s in self.steps if s.held), default=0.0)
 
     @property
     def ratio(self) -> float:
@@ -76,17 +81,19 @@ def _step(spark, settings: Settings, rate: float, seconds: float, progress) -> S
     try:
         warm = warm_up(job, s, events=1000)
         since_ms, began = int(time.time() * 1000), time.monotonic()
-        producer = subprocess.Popen(
-            [sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate), "--duration", str(seconds),
-             "--topic", topic], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # One producer process tops out near 18,000 events/s here with Spark beside it: share the rate.
+        n = max(1, math.ceil(rate / PRODUCER_RATE))
+        producers = [subprocess.Popen(
+            [sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate / n), "--duration", str(seconds),
+             "--topic", topic], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)]
         samples = []
-        while producer.poll() is None:
+        while any(p.poll() is None for p in producers):
             samples.append((time.monotonic() - began, committed_total(job, topic)))
             time.sleep(0.5)
         loaded = time.monotonic() - began
         samples.append((loaded, committed_total(job, topic)))
-        stdout, _ = producer.communicate()
-        sent = int(stdout.split()[1]) if stdout.startswith("produced") else 0
+        outputs = [p.communicate()[0] for p in producers]
+        sent = sum(int(out.split()[1].replace(",", "")) for out in outputs if out.startswith("produced"))
         deadline = time.monotonic() + max(60.0, seconds)
         while committed_total(job, topic) < warm.sent + sent and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -109,6 +116,10 @@ def run(settings: Settings, rates: list[float], seconds: float, out_dir: Path, p
     spark = build_session(settings, "lakehouse-bench-headroom")
     result = HeadroomResult()
     try:
+        # Not counted: the first seconds at load compile the hot path (JIT); a first step measured
+        # them, at p95 4.9 s where the same rate later held 2.6 s.
+        progress(f"warming up at {min(rates):,.0f} events/s for {WARM_UP_S:.0f} s (not counted)")
+        _step(spark, settings, min(rates), WARM_UP_S, lambda _: None)
         for rate in sorted(rates):
             result.steps.append(_step(spark, settings, rate, seconds, progress))
             if not result.steps[-1].held:

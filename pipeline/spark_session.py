@@ -17,6 +17,17 @@ from lakehouse.catalog import java_catalog_properties
 from lakehouse.settings import Settings
 
 
+#: log4j2 configuration of local Spark JVMs
+LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
+
+
+def spark_log(settings: Settings) -> Path:
+    """Where local Spark JVMs write their log (one file per process user, appended)."""
+    path = settings.run_dir / "logs" / "spark.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
     """The catalog and SQL settings every job needs; in local mode also jars, driver and interpreters."""
     prefix = f"spark.sql.catalog.{settings.catalog.name}"
@@ -45,7 +56,9 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
             "spark.driver.memory": settings.pipeline.spark_driver_memory,
             "spark.driver.bindAddress": settings.metrics.host,
             "spark.driver.host": settings.metrics.host,
-            "spark.driver.extraJavaOptions": "-Djava.net.preferIPv4Stack=true",
+            # The JVM's log goes to a file (spark-log4j2.properties): terminals show the project's own output.
+            "spark.driver.extraJavaOptions": (f"-Djava.net.preferIPv4Stack=true -Dlog4j2.configurationFile={LOG_CONFIG}"
+                                              f" -Dlakehouse.spark.log={spark_log(settings)}"),
             # Python workers must use this interpreter (the venv with pyarrow and the project).
             "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
             "spark.pyspark.driver.python": sys.executable,
