@@ -64,7 +64,7 @@ def append_rows(figures: list[Figure], path: Path = BENCHMARKS_MD, when: dt.date
 
 
 def ingest_figures(result, command: str) -> list[Figure]:
-    produced_rate = result.produced / result.duration_s if result.duration_s else 0.0
+    produced_rate = result.produced_rate
     return [
         at_most(command, "freshness p95", result.freshness_p95_s, "s", 3),
         at_most(command, "freshness p99", result.freshness_p99_s, "s", 5),

@@ -40,6 +40,7 @@ class IngestBenchResult:
     batch_mean_s: float
     raw_ceiling_eps: float
     drain_s: float = 0.0  # from the end of the load until the last event was committed: the lag it left
+    produced_rate: float = 0.0  # events/s the producer achieved in the measured run (no warm-up)
 
     @property
     def ratio(self) -> float:
@@ -107,6 +108,17 @@ def warm_up(job, settings: Settings, events: int = 2000, timeout: float = 120.0)
     return report
 
 
+#: seconds at the full rate before the measured run
+WARM_UP_S = 20.0
+
+
+def _produce(s: Settings, rate: float, seconds: float) -> int:
+    """Events a rate producer process sent (its own process: in this one it would share the driver's GIL)."""
+    done = subprocess.run([sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate), "--duration",
+                           str(seconds), "--topic", s.kafka.clicks_topic], capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[1])
+
+
 def run(settings: Settings, rate: float, duration: float, out_dir: Path, progress=print) -> IngestBenchResult:
     from deploy.local.services.broker import admin_client
     from pipeline.clicks.job import ClickIngestJob
@@ -124,6 +136,13 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
     loop = threading.Thread(target=run_loop, args=(job, s.pipeline.trigger_seconds, stop), daemon=True)
     loop.start()
     warm = warm_up(job, s)
+    # Not counted: the first half-minute at full rate compiles the hot path (JIT) and ran at p95 7.4 s
+    # where the minutes after held 1.7-2.3 s (docs/performance.md, "Third round").
+    progress(f"warming up at {rate:,.0f} events/s for {WARM_UP_S:.0f}s (not counted)")
+    warm.sent += _produce(s, rate, WARM_UP_S)
+    deadline = time.monotonic() + 120
+    while committed_total(job, s.kafka.clicks_topic) < warm.sent and time.monotonic() < deadline:
+        time.sleep(0.2)
     progress(f"warm; producing {rate:,.0f} events/s for {duration:.0f}s into {s.kafka.clicks_topic}")
     since_ms = int(time.time() * 1000)
     began = time.monotonic()
@@ -137,7 +156,8 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
     samples.append((time.monotonic() - began, committed_total(job, s.kafka.clicks_topic)))
     stdout, stderr = producer.communicate()
     progress(stdout.strip() or stderr.strip())
-    produced = warm.sent + (int(stdout.split()[1]) if stdout.startswith("produced") else 0)
+    in_run = int(stdout.split()[1]) if stdout.startswith("produced") else 0
+    produced = warm.sent + in_run
     committed = 0
     deadline = time.monotonic() + max(120.0, duration)
     while time.monotonic() < deadline:
@@ -157,7 +177,7 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
     spark.stop()
     ceiling = raw_ceiling(s, s.kafka.clicks_topic, partitions, out_dir)
     return IngestBenchResult(rate, duration, produced, committed, commit_rate(samples), p50, p95, p99,
-                             int(count), mean, ceiling, finished - began - samples[-1][0])
+                             int(count), mean, ceiling, finished - began - samples[-1][0], in_run / duration)
 
 
 def commit_rate(samples: list[tuple[float, int]], settle_s: float = 10.0) -> float:

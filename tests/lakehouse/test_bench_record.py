@@ -41,3 +41,27 @@ def test_the_commit_rate_is_the_slope_under_load_not_the_time_until_the_last_com
     # Falling behind: commits grow at 8,000/s while 10,000/s are produced.
     lagging = [(t / 2, int(8_000 * t / 2)) for t in range(0, 361)]
     assert commit_rate(lagging) == pytest.approx(8_000, rel=0.01)
+
+
+def test_whole_system_and_headroom_figures_are_judged_against_their_goals():
+    from lakehouse.bench_record import headroom_figures, system_figures
+    from lakehouse.freshness import Freshness
+    from lakehouse.headroom import HeadroomResult, Step
+    from lakehouse.system_bench import Check, SystemBenchResult
+
+    system = SystemBenchResult(2000, 20, 180, 360_000, 360_000, 1990.0, 3500,
+                               [Freshness("clicks", "t", 2.0, 4.0, 6.0, 10), Freshness("dimensions", "d", 3.0, 7.0, 9.0, 5),
+                                Freshness("aggregates", "a", 5.0, 9.5, 12.0, 10)],
+                               [Check("one", True, ""), Check("two", False, "lost 3")])
+    rows = {f.figure: f for f in system_figures(system, "bench system")}
+    assert rows["clicks freshness p95"].met and rows["clicks freshness p95"].goal == "<= 5 s"
+    assert not rows["dimensions freshness p95"].met
+    assert rows["aggregates freshness p95"].met and rows["aggregates freshness p95"].goal == "<= 10 s"
+    assert rows["sustained / produced rate"].value == pytest.approx(99.5)
+    assert rows["exactly-once checks passed"].value == 1 and rows["exactly-once checks passed"].met is False
+
+    climb = HeadroomResult([Step(20_000, 19_800, 20_100, 3.0, 1.0, "a"), Step(30_000, 29_500, 26_000, 14.0, 9.0, "b")],
+                           raw_ceiling_eps=70_000)
+    assert climb.best_eps == 19_800  # the step that held, at what was produced (committed was more)
+    ratio = headroom_figures(climb, "bench headroom")[0]
+    assert ratio.value == pytest.approx(100 * 19_800 / 70_000) and ratio.met is False
