@@ -112,7 +112,7 @@ class ClickIngestJob:
         self._dead_letters_done = kafka_offsets.decode(done) if done is not None else self.committed
 
     def _catch_up_dead_letters(self, done: kafka_offsets.Offsets) -> None:
-        """Write the dead letters between ``done`` and the click offsets (one batch at most; none normally)."""
+        """Write the dead letters between ``done`` and the click offsets (two batches at most; none normally)."""
         ids = self.planner.current_topic_ids()
         same_log = kafka_offsets.in_current_log(self.committed, self.committed_ids, ids)
         ranges = [OffsetRange(topic, part, done.get(topic, {}).get(part, 0), end)
