@@ -44,12 +44,6 @@ class DemoSummary:
     report_dir: Path
 
 
-def _topic_end(settings: Settings) -> int:
-    from pipeline.kafka_source.planner import records_in_topic
-
-    return records_in_topic(settings.kafka.bootstrap, settings.kafka.clicks_topic)
-
-
 def _aggregates_caught_up(engine, expected_views: int) -> bool:
     total = engine.run("SELECT coalesce(sum(views), 0) AS v FROM {product_views}").column("v")[0].as_py()
     return total >= expected_views
@@ -74,7 +68,7 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
     console.log("dimensions applied from the CDC topics; click ingestion and live aggregates running")
     with console.status("warming up (first batch compiles and starts Python workers)..."):
         warm_up(jobs.clicks, settings, events=200)
-    start_offsets, topic_start, since_ms = jobs.committed(), _topic_end(settings), int(time.time() * 1000)
+    start_offsets, topic_start, since_ms = jobs.committed(), jobs.produced(), int(time.time() * 1000)
     report_dir = REPO_ROOT / "results" / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     report_dir.mkdir(parents=True, exist_ok=True)
     locust = subprocess.Popen(command(rate, duration, "constant", bad_share, 4, 1, change_rate, report_dir),
@@ -105,7 +99,7 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
                 progress.update(produced_task, completed=min(expected, rate * elapsed))
                 if locust.poll() is not None:
                     read_result(report_dir, expected, duration)  # fails clearly if Locust wrote no statistics
-                    produced = _topic_end(settings) - topic_start
+                    produced = jobs.produced() - topic_start
                     progress.update(produced_task, total=produced, completed=produced)
                     progress.update(committed_task, total=produced)
             elif committed >= produced or elapsed > duration + 120:

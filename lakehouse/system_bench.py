@@ -76,12 +76,6 @@ def system_settings(settings: Settings, tag: str) -> Settings:
     return s
 
 
-def _topic_end(s: Settings) -> int:
-    from pipeline.kafka_source.planner import records_in_topic
-
-    return records_in_topic(s.kafka.bootstrap, s.kafka.clicks_topic)
-
-
 def _scalar(spark, sql: str) -> int:
     return int(spark.sql(sql).first()[0] or 0)
 
@@ -108,7 +102,6 @@ def _locust(s: Settings, rate: float, change_rate: float, duration: float, out_d
 def _drive(system: RunningSystem, locust: subprocess.Popen, rate: float, duration: float,
            console: Console) -> tuple[list[tuple[float, int]], int]:
     """Progress while Locust runs: (committed-count samples, records produced)."""
-    s = system.settings
     columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
                TimeElapsedColumn()]
     samples: list[tuple[float, int]] = []
@@ -127,7 +120,7 @@ def _drive(system: RunningSystem, locust: subprocess.Popen, rate: float, duratio
                 raise RuntimeError(f"the system stopped under load: {failure}")
             time.sleep(0.5)
         samples.append((time.monotonic() - began, system.committed() - start))
-        produced = _topic_end(s)
+        produced = system.produced()
         progress.update(produced_bar, total=produced, completed=produced)
         progress.update(committed_bar, total=produced, completed=samples[-1][1])
     return samples, produced

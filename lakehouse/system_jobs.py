@@ -81,6 +81,12 @@ class RunningSystem:
 
         return committed_total(self.clicks, self.settings.kafka.clicks_topic)
 
+    def produced(self) -> int:
+        """Records in the click topic so far (what the load generator delivered)."""
+        from pipeline.kafka_source.planner import records_in_topic
+
+        return records_in_topic(self.settings.kafka.bootstrap, self.settings.kafka.clicks_topic)
+
     def failed(self) -> str | None:
         """The first job error, or the capture's exit, if anything stopped."""
         if self.errors:

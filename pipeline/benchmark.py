@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import NewTopic
 from prometheus_client import REGISTRY
 
+from lakehouse.freshness import clicks as clicks_freshness
 from lakehouse.settings import Settings
 from loadgen.rate_producer import produce_at_rate
 
@@ -54,14 +55,6 @@ def bench_settings(settings: Settings, tag: str, kind: str = "bench") -> Setting
     s.catalog.clicks_table = f"{kind}.clickevent_{tag}"
     s.catalog.dead_letter_table = f"{kind}.dead_letter_{tag}"
     return s
-
-
-def freshness_quantiles(spark, table: str, since_ms: int = 0) -> tuple[float, float, float]:
-    """p50/p95/p99 of (snapshot commit time - produce time) over rows produced since, in seconds."""
-    from lakehouse.freshness import clicks
-
-    f = clicks(spark, table, since_ms)
-    return f.p50_s, f.p95_s, f.p99_s
 
 
 def raw_ceiling(settings: Settings, topic: str, partitions: int, out_dir: Path) -> float:
@@ -170,7 +163,8 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
     loop.join(120)
     job.close()
     progress(f"pipeline committed {committed:,} of {produced:,}; measuring freshness and the raw ceiling")
-    p50, p95, p99 = freshness_quantiles(spark, s.catalog.clicks_table, since_ms)
+    fresh = clicks_freshness(spark, s.catalog.clicks_table, since_ms)
+    p50, p95, p99 = fresh.p50_s, fresh.p95_s, fresh.p99_s
     count = REGISTRY.get_sample_value("lakehouse_pipeline_batch_duration_seconds_count", {"pipeline": "clicks"}) or 0
     total = REGISTRY.get_sample_value("lakehouse_pipeline_batch_duration_seconds_sum", {"pipeline": "clicks"}) or 0
     mean = total / count if count else float("nan")
