@@ -251,3 +251,39 @@ def test_compaction_and_merges_rewrite_each_file_once_per_tier(spark, settings):
     (final,) = files().items()
     assert final[0] not in merged and tier(final[1]) > max(merged_tier)
     assert spark.table(full).count() == 18 * 400
+
+
+@pytest.mark.parametrize("interval, hot_compactions", [(0.001, 2), (600.0, 1)])
+def test_a_long_pass_looks_at_the_click_table_again(spark, settings, interval, hot_compactions):
+    """Small files the writer adds while another table is maintained are compacted in the same pass
+    once an interval has gone by since the click table's last look, and only then."""
+    s = eager(settings, interval_seconds=interval)
+    stamp = int(time.time() * 1000)
+    hot, other, last = (f"ods_test.revisit_{name}_{stamp}" for name in ("hot", "other", "last"))
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS ods_test")
+    for name in (hot, other, last):
+        spark.sql(f"CREATE TABLE {name} (id BIGINT) USING iceberg TBLPROPERTIES ('format-version'='2')")
+        for i in range(3):
+            spark.sql(f"INSERT INTO {name} VALUES ({i})")
+    spark.sql(f"ALTER TABLE {hot} WRITE ORDERED BY id")  # the click table's compaction sorts
+    job = MaintenanceJob(spark, s)
+    job.tables = [qualified(s, t) for t in (other, hot, last)]
+    job.clicks = qualified(s, hot)
+    visit = job._maintain
+    visited = []
+
+    def visit_then_write(table):
+        visit(table)
+        visited.append(table)
+        if table == job.clicks and len(visited) == 1:  # the writer commits while the next table is maintained
+            for i in range(3, 5):
+                spark.sql(f"INSERT INTO {job.clicks} VALUES ({i})")
+
+    job._maintain = visit_then_write
+    job.run_once()
+    compactions = [t for t, r in job.results if r.action == "compact" and t == job.clicks]
+    assert len(compactions) == hot_compactions
+    assert visited[0] == job.clicks
+    files = spark.sql(f"SELECT count(*) AS n FROM {job.clicks}.files").first().n
+    assert files == (1 if hot_compactions == 2 else 3)  # one compacted file, or it plus the two new ones
+    assert spark.table(job.clicks).count() == 5
