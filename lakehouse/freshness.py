@@ -3,8 +3,11 @@
 For every row: the commit time of the Iceberg snapshot that made it visible minus the time
 it happened upstream.
 - clicks: the Kafka produce timestamp (``produced_at``) -> the click table's snapshot;
-- dimensions: the database's ``update_time`` of the row's last change -> the dimension
-  table's snapshot (rows changed since the run began; a key changed twice counts once);
+- dimensions: the database's ``update_time`` of the row's last change -> the first dimension
+  table snapshot that held it (rows changed since the run began; a key changed twice counts
+  once). The dimension writer rewrites a file that holds a changed key (copy-on-write), so
+  the row's current file may be younger than the row: the row is looked for in the files
+  each snapshot added (``first_visible``);
 - live aggregates: the click's produce timestamp -> the first commit of the result table
   whose batch read the click (each aggregate commit records the newest click batch it
   read, ``lakehouse.clicks-through``).
@@ -18,7 +21,12 @@ compaction rewrote would count from the compaction: measure runs without mainten
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lakehouse.settings import Settings
 from pipeline.aggregates.rollups import THROUGH_PROPERTY
@@ -77,15 +85,69 @@ def clicks(spark, table: str, since_ms: int) -> Freshness:
 
 def dimensions(spark, settings: Settings, since_ms: int) -> Freshness:
     """Database change -> visible, for product and member rows last changed since ``since_ms``."""
-    parts = []
-    for table in (settings.catalog.products_table, settings.catalog.members_table):
-        parts.append(f"""
-            SELECT a.committed_ms - unix_millis(r.update_time) AS delay_ms
-            FROM (SELECT input_file_name() AS file, update_time FROM {table}
-                  WHERE unix_millis(update_time) >= {since_ms}) r
-            JOIN ({_added(table)}) a ON r.file = a.file""")
-    return _quantiles(spark, "dimensions", f"{settings.catalog.products_table}, {settings.catalog.members_table}",
-                      " UNION ALL ".join(parts))
+    from lakehouse.catalog import pyiceberg_catalog
+
+    catalog, delays = pyiceberg_catalog(settings), []
+    for table, key in ((settings.catalog.products_table, "productId"), (settings.catalog.members_table, "userid")):
+        iceberg = catalog.load_table(table)
+        current = iceberg.scan(selected_fields=(key, "update_time")).to_arrow()
+        first = first_visible(iceberg, (key, "update_time"), since_ms)
+        for row in _as_ms(current, key, "update_time").to_pylist():
+            seen = first.get((row[key], row["update_time"]))
+            if row["update_time"] is not None and row["update_time"] >= since_ms and seen is not None:
+                delays.append(seen - row["update_time"])
+    return _from_delays("dimensions", f"{settings.catalog.products_table}, {settings.catalog.members_table}",
+                        delays)
+
+
+def first_visible(table, columns: tuple[str, str], since_ms: int) -> dict[tuple, int]:
+    """(first column, second column) of every row written since ``since_ms`` -> commit ms of the first
+    snapshot that held it, read from the data files each snapshot added (a PyIceberg ``table``).
+
+    Timestamps come back as epoch milliseconds. Snapshots expired since are not seen: measure
+    runs without maintenance, as for the other tables.
+    """
+    from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
+
+    first: dict[tuple, int] = {}
+    snapshots = sorted((s for s in table.snapshots() if s.timestamp_ms >= since_ms), key=lambda s: s.sequence_number)
+    for snapshot in snapshots:
+        for manifest in snapshot.manifests(table.io):
+            if manifest.content != ManifestContent.DATA or manifest.added_snapshot_id != snapshot.snapshot_id:
+                continue
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                if entry.status != ManifestEntryStatus.ADDED:
+                    continue
+                with table.io.new_input(entry.data_file.file_path).open() as stream:
+                    rows = pq.read_table(stream, columns=list(columns))
+                for a, b in zip(*(_as_ms(rows, *columns).column(c).to_pylist() for c in columns), strict=True):
+                    first.setdefault((a, b), snapshot.timestamp_ms)
+    return first
+
+
+def _as_ms(rows: pa.Table, *columns: str) -> pa.Table:
+    """``rows`` with its timestamp columns as epoch milliseconds."""
+    for name in columns:
+        column = rows.column(name)
+        if pa.types.is_timestamp(column.type):
+            ms = pc.cast(pc.cast(column, pa.timestamp("ms", tz=column.type.tz), safe=False), pa.int64())
+            rows = rows.set_column(rows.schema.get_field_index(name), name, ms)
+    return rows
+
+
+def quantiles(values: list[float], percents: tuple[int, ...]) -> list[float]:
+    """The given percentiles of ``values`` (linear between the nearest ranks)."""
+    if len(values) == 1:
+        return [float(values[0])] * len(percents)
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    return [cuts[p - 1] for p in percents]
+
+
+def _from_delays(name: str, tables: str, delays_ms: list[int]) -> Freshness:
+    if not delays_ms:
+        return Freshness(name, tables, math.nan, math.nan, math.nan, 0)
+    q = [x / 1000 for x in quantiles(delays_ms, (50, 95, 99))]
+    return Freshness(name, tables, *q, len(delays_ms))
 
 
 def aggregates(spark, settings: Settings, since_ms: int) -> Freshness:

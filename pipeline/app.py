@@ -41,7 +41,8 @@ def run_job(job, settings: Settings, stop: threading.Event, trigger: float | Non
 
 
 def _default_trigger(job, settings: Settings) -> float:
-    return settings.maintenance.interval_seconds if job.name == "maintain" else settings.pipeline.trigger_seconds
+    return {"maintain": settings.maintenance.interval_seconds,
+            "dims": settings.pipeline.dims_trigger_seconds}.get(job.name, settings.pipeline.trigger_seconds)
 
 
 def run_jobs(spark, settings: Settings, names: list[str], stop: threading.Event) -> None:

@@ -133,8 +133,21 @@ def dims(
     max_batches: Annotated[int | None, typer.Option(help="Stop after this many non-idle batches.")] = None,
     log_level: Annotated[str, typer.Option(help="Python log level.")] = "info",
 ) -> None:
-    """Apply CDC topics to the Iceberg dimension tables (MERGE INTO, offsets in the same commit)."""
-    _run_single("dims", trigger, max_batches, log_level)
+    """Apply CDC topics to the Iceberg dimension tables, offsets in the same commit.
+
+    A small Python process without Spark: each batch's newest change per key is upserted
+    with PyIceberg (pipeline/cdc/upsert.py). Killed at any moment, it resumes from the tables.
+    """
+    from pipeline.app import run_job
+    from pipeline.cdc.apply import DimensionApplyJob
+
+    settings, stop = _service(log_level, lambda m: m.pipeline_port)
+    job = DimensionApplyJob(None, settings)
+    console.print(f"dims: running; metrics on http://{settings.metrics.host}:{settings.metrics.pipeline_port}/metrics")
+    try:
+        run_job(job, settings, stop, trigger, max_batches)
+    finally:
+        job.close()
 
 
 @app.command()

@@ -1,9 +1,11 @@
-"""Apply Debezium change topics to the Iceberg dimension tables with MERGE INTO.
+"""Apply Debezium change topics to the Iceberg dimension tables.
 
-Reading is the same exactly-once Kafka source as the click pipeline. Each batch is
+Reading plans the same exactly-once Kafka ranges as the click pipeline, and reads them on
+the driver: a dimension batch is hundreds of records, not worth a Spark stage, and the
+upsert itself runs there too (``pipeline.cdc.upsert`` says why). Each batch is
 collapsed per key to its last change *by source position* (binlog file, position,
 row), not by arrival, so many updates of one key, delete-then-insert and replays
-come out right. Each table's MERGE commit carries the offsets of its own topic.
+come out right. Each table's commit carries the offsets of its own topic.
 
 Why replays are harmless: a batch applies, per key, the full after-image of its last
 change (or deletes it). Applying that again, or a longer range that ends later,
@@ -13,35 +15,30 @@ between commits, cannot leave a wrong row.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark import AccumulatorParam
-from pyspark.sql import DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
 
+from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.cdc import envelope as env
+from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
+from pipeline.cdc.upsert import DimensionWriter
 from pipeline.kafka_source import offsets as kafka_offsets
-from pipeline.kafka_source.fetch import records_frame
+from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.planner import Planner
-from pipeline.kafka_source.ranges import next_offsets
-from pipeline.parallel import in_parallel
-from pipeline.snapshot_properties import sql_with_properties
-from pipeline.tables import ensure_dimension_tables
+from pipeline.kafka_source.ranges import OffsetRange, next_offsets
 
 log = logging.getLogger(__name__)
 
 CHANGE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
                            ("tbl", pa.string()), ("op", pa.string()), ("pk", pa.string()),
                            ("order_key", pa.string()), ("source_ts_ms", pa.int64()), ("after", pa.string())])
-CHANGE_DDL = ("topic STRING, partition INT, offset BIGINT, tbl STRING, op STRING, pk STRING, order_key STRING, "
-              "source_ts_ms BIGINT, after STRING")
 
 
 class EnvelopeError(ValueError):
@@ -53,40 +50,21 @@ class Target:
     source_table: str
     table: str
     key: str
-    columns: dict[str, str]  # target column -> SQL expression over the parsed after-image `a`
+    columns: dict[str, str]  # target column -> the after-image field it is read from (cast to the column's type)
+
+
+#: dimension columns named otherwise in the source tables
+RENAMED = {"member_level": "memberLevel"}
 
 
 def targets(settings: Settings) -> dict[str, Target]:
-    ts = "to_timestamp(a.update_time, \"yyyy-MM-dd'T'HH:mm:ss.SSSX\")"
-    return {
-        settings.cdc_topic("products"): Target("products", settings.catalog.products_table, "productId", {
-            "productId": "a.productId", "name": "a.name", "description": "a.description",
-            "product_price": "CAST(a.product_price AS DECIMAL(10,4))", "update_time": ts}),
-        settings.cdc_topic("user_member"): Target("user_member", settings.catalog.members_table, "userid", {
-            "userid": "a.userid", "name": "a.name", "show_params": "a.show_params",
-            "member_level": "CAST(a.memberLevel AS INT)", "update_time": ts}),
-    }
+    """The dimension each change topic is applied to, by topic."""
+    return {settings.cdc_topic(source): Target(source, d.table, d.key,
+                                               {f.name: RENAMED.get(f.name, f.name) for f in d.schema.fields})
+            for source, d in dimensions(settings).items()}
 
 
-class ChangeCounts(AccumulatorParam):
-    """Per topic: (upserts, deletes, oldest source ts in ms) of the changes read, summed from the tasks.
-
-    Counted where the changes are parsed, so a batch needs no Spark job of its own for its
-    metrics (a group-by over the batch cost ~0.5 s of every batch). A retried task may count
-    twice: metrics only.
-    """
-
-    def zero(self, value: dict) -> dict:
-        return {}
-
-    def addInPlace(self, value1: dict, value2: dict) -> dict:  # noqa: N802 - Spark's name
-        for topic, (ups, dels, oldest) in value2.items():
-            u, d, o = value1.get(topic, (0, 0, None))
-            value1[topic] = (u + ups, d + dels, oldest if o is None else min(o, oldest))
-        return value1
-
-
-def parse_changes(raw: pa.RecordBatch, keys: dict[str, str], counts=None) -> pa.RecordBatch:
+def parse_changes(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch:
     """Raw Kafka records -> one row per change; raises EnvelopeError on anything unknown."""
     out: dict[str, list] = {name: [] for name in CHANGE_SCHEMA.names[3:]}
     topics = raw.column("topic").to_pylist()
@@ -99,12 +77,6 @@ def parse_changes(raw: pa.RecordBatch, keys: dict[str, str], counts=None) -> pa.
             out[name].append(item)
     arrays = [raw.column("topic"), raw.column("partition"), raw.column("offset")]
     arrays += [pa.array(out[n], type=CHANGE_SCHEMA.field(n).type) for n in CHANGE_SCHEMA.names[3:]]
-    if counts is not None:
-        seen: dict = {}
-        for topic, op, ts in zip(topics, out["op"], out["source_ts_ms"], strict=True):
-            u, d, o = seen.get(topic, (0, 0, ts))
-            seen[topic] = (u + (op != "d"), d + (op == "d"), min(o, ts))
-        counts.add(seen)
     return pa.RecordBatch.from_arrays(arrays, schema=CHANGE_SCHEMA)
 
 
@@ -138,25 +110,35 @@ def _change(value: bytes, key: str, where: str) -> tuple:
 
 
 class DimensionApplyJob:
+    """The CDC apply job. It runs without Spark: as its own small process (`lakehouse run dims`) or
+    beside the Spark jobs of `lakehouse run pipeline`; ``spark`` is accepted, unused, so every job
+    is built the same way."""
+
     name = "dims"
 
-    def __init__(self, spark: SparkSession, settings: Settings):
-        self.spark, self.settings = spark, settings
-        ensure_dimension_tables(spark, settings)
+    def __init__(self, spark, settings: Settings):
+        self.settings = settings
+        ensure_dimension_tables(settings)
         self.targets = targets(settings)
         self.tables = [t.table for t in self.targets.values()]
         self.planner = Planner.from_settings(settings, list(self.targets))
+        # a catalog (one metastore connection) per table: the two tables commit side by side
+        self.writers = {topic: DimensionWriter(pyiceberg_catalog(settings), t.table, t.key, t.columns)
+                        for topic, t in self.targets.items()}
+        self._threads = ThreadPoolExecutor(len(self.targets), thread_name_prefix="dims")
         self.recover()
 
     def recover(self) -> None:
         self.committed: kafka_offsets.Offsets = {}
         self.committed_ids: dict[str, str] = {}
-        for topic, target in self.targets.items():
-            position = kafka_offsets.committed_position(self.spark, target.table)
+        for topic, writer in self.writers.items():
+            writer.reload()
+            position = committed_position(writer.table)
             self.committed.update({t: o for t, o in position.offsets.items() if t == topic})
             self.committed_ids.update({t: i for t, i in position.topic_ids.items() if t == topic})
 
     def close(self) -> None:
+        self._threads.shutdown(wait=True)
         self.planner.close()
 
     def run_once(self) -> int:
@@ -168,66 +150,47 @@ class DimensionApplyJob:
         if not work:
             metrics.BATCHES.labels(self.name, "idle").inc()
             return 0
-        keys = {topic: t.key for topic, t in self.targets.items()}
-        counts = self.spark.sparkContext.accumulator({}, ChangeCounts())
-        changes = records_frame(self.spark, work, self.settings.kafka.bootstrap, CHANGE_DDL,
-                                functools.partial(parse_changes, keys=keys, counts=counts),
-                                fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms).persist()
         ends = next_offsets(ranges)
-
-        def apply(topic: str) -> None:
-            offsets = {topic: ends[topic]}
-            self._merge(changes.filter(F.col("topic") == topic), self.targets[topic], offsets)
-            self.committed[topic] = offsets[topic]
-            self.committed_ids[topic] = self.planner.topic_ids[topic]
-
         topics = sorted({r.topic for r in work})
-        try:  # one MERGE per table, side by side (each commits its own topic's offsets)
-            in_parallel(self.spark, [functools.partial(apply, topic) for topic in topics])
-        finally:
-            changes.unpersist()
-        total = sum(self._count(self.targets[topic].table, counts.value.get(topic)) for topic in topics)
-        metrics.ROWS.labels(self.name, "in").inc(total)
+        # one upsert per table, side by side (each commits its own topic's offsets)
+        applied = list(self._threads.map(lambda topic: self._apply(topic, [r for r in work if r.topic == topic],
+                                                                    ends[topic]), topics))
+        metrics.ROWS.labels(self.name, "in").inc(sum(applied))
         metrics.BATCHES.labels(self.name, "committed").inc()
         metrics.BATCH_SECONDS.labels(self.name).observe(time.monotonic() - began)
-        return max(total, 1)
+        return max(sum(applied), 1)
 
-    @staticmethod
-    def _count(table: str, counted: tuple[int, int, int] | None) -> int:
-        """Metrics of one table's applied changes; returns how many there were."""
-        if counted is None:
-            return 0
-        upserts, deletes, oldest = counted
-        metrics.CDC_APPLIED.labels(table, "upsert").inc(upserts)
-        metrics.CDC_APPLIED.labels(table, "delete").inc(deletes)
-        metrics.DIMENSION_APPLY_LAG.labels(table).set(time.time() - oldest / 1000)
-        return upserts + deletes
-
-    def _merge(self, changes: DataFrame, target: Target, offsets: dict) -> None:
-        latest = (changes.withColumn("_n", F.row_number().over(
-                      Window.partitionBy("pk").orderBy(F.col("order_key").desc())))
-                  .filter("_n = 1").drop("_n"))
-        after_schema = ", ".join(f"{c} STRING" for c in self._source_columns(target))
-        source = latest.select("op", "pk", "source_ts_ms", F.from_json("after", after_schema).alias("a"))
-        view = f"_cdc_{target.source_table}"
-        source.selectExpr("op", "pk", "source_ts_ms", *[f"{expr} AS {col}" for col, expr in target.columns.items()]) \
-            .createOrReplaceTempView(view)
-        cols = list(target.columns)
-        statement = (
-            f"MERGE INTO {target.table} t USING {view} s ON t.{target.key} = s.pk "
-            f"WHEN MATCHED AND s.op = 'd' THEN DELETE "
-            f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in cols)} "
-            f"WHEN NOT MATCHED AND s.op <> 'd' THEN INSERT ({', '.join(cols)}) VALUES ({', '.join(f's.{c}' for c in cols)})"
-        )
+    def _apply(self, topic: str, work: list[OffsetRange], ends: dict[int, int]) -> int:
+        """Read one topic's ranges, apply them to its table with the offsets; returns the changes applied."""
+        target = self.targets[topic]
+        changes = self._read(topic, work)
         began = time.monotonic()
-        sql_with_properties(self.spark, statement, kafka_offsets.commit_properties(offsets, self.planner.topic_ids))
+        offsets = {topic: ends}
+        self.writers[topic].apply(changes, kafka_offsets.commit_properties(offsets, self.planner.topic_ids))
+        self.committed[topic] = ends
+        self.committed_ids[topic] = self.planner.topic_ids[topic]
         metrics.COMMIT_SECONDS.labels(target.table).observe(time.monotonic() - began)
         metrics.LAST_COMMIT.labels(target.table).set(time.time())
-        log.info("dims: merged into %s in %.2fs", target.table, time.monotonic() - began)
+        log.info("dims: %d changes into %s in %.2fs", changes.num_rows, target.table, time.monotonic() - began)
+        return self._count(target.table, changes)
+
+    def _read(self, topic: str, work: list[OffsetRange]) -> pa.Table:
+        keys = {topic: self.targets[topic].key}
+        batches = [parse_changes(raw, keys)
+                   for r in work
+                   for raw in read_range(self.settings.kafka.bootstrap, r.topic, r.partition, r.start, r.end,
+                                         fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms)]
+        return pa.Table.from_batches(batches, schema=CHANGE_SCHEMA)
 
     @staticmethod
-    def _source_columns(target: Target) -> list[str]:
-        """Fields of the source row the column expressions read (a.<field>)."""
-        import re
-
-        return sorted({m for expr in target.columns.values() for m in re.findall(r"a\.(\w+)", expr)})
+    def _count(table: str, changes: pa.Table) -> int:
+        """Metrics of one table's applied changes; returns how many there were."""
+        if changes.num_rows == 0:
+            return 0
+        ops = changes.column("op").to_pylist()
+        deletes = ops.count("d")
+        metrics.CDC_APPLIED.labels(table, "upsert").inc(len(ops) - deletes)
+        metrics.CDC_APPLIED.labels(table, "delete").inc(deletes)
+        oldest = min(changes.column("source_ts_ms").to_pylist())
+        metrics.DIMENSION_APPLY_LAG.labels(table).set(time.time() - oldest / 1000)
+        return len(ops)

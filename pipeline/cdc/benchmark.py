@@ -67,16 +67,21 @@ def write_changes(s: Settings, rate: float, duration: float, tick: float = 0.02,
     return sent
 
 
-def freshness(spark, table: str) -> tuple[float, float]:
-    row = spark.sql(f"""
-        WITH rows AS (SELECT input_file_name() AS file, CAST(description AS BIGINT) AS db_ms FROM {table}
-                      WHERE name = 'bench'),
-             added AS (SELECT data_file.file_path AS file, snapshot_id FROM {table}.entries WHERE status = 1),
-             snaps AS (SELECT snapshot_id, committed_at FROM {table}.snapshots)
-        SELECT percentile_approx((unix_millis(s.committed_at) - r.db_ms) / 1000.0, array(0.5, 0.95), 10000) AS q
-        FROM rows r JOIN added a ON r.file = a.file JOIN snaps s ON a.snapshot_id = s.snapshot_id
-    """).collect()[0]
-    return tuple(float(q) for q in row.q) if row.q else (float("nan"), float("nan"))
+def freshness(settings: Settings, table: str, since_ms: int) -> tuple[float, float]:
+    """p50 and p95 of database commit -> first snapshot holding the inserted row (``first_visible``)."""
+    from lakehouse.catalog import pyiceberg_catalog
+    from lakehouse.freshness import first_visible, quantiles
+
+    iceberg = pyiceberg_catalog(settings).load_table(table)
+    rows = iceberg.scan(row_filter="name == 'bench'", selected_fields=("productId", "description")).to_arrow()
+    first = first_visible(iceberg, ("productId", "description"), since_ms)
+    delays = [first[(key, db_ms)] - int(db_ms)
+              for key, db_ms in zip(rows.column("productId").to_pylist(), rows.column("description").to_pylist(),
+                                    strict=True) if (key, db_ms) in first]
+    if not delays:
+        return float("nan"), float("nan")
+    p50, p95 = (x / 1000 for x in quantiles(delays, (50, 95)))
+    return p50, p95
 
 
 def _wait_for_inserts(spark, table: str, name: str, inserted: int, timeout: float) -> None:
@@ -100,10 +105,16 @@ def start_capture(s: Settings, log_path: Path) -> subprocess.Popen:
     the Spark driver: the writer fell short of 1,000 changes/s and the figures measured the
     benchmark, not the pipeline.
     """
+    return start_job_process(s, "cdc", log_path)
+
+
+def start_job_process(s: Settings, job: str, log_path: Path) -> subprocess.Popen:
+    """`lakehouse run <job>` as a process of its own, with ``s`` and a free metrics port (beside a running stack's)."""
+    port_setting = {"cdc": "CDC_PORT", "dims": "PIPELINE_PORT"}[job]
     env = {**os.environ, **settings_env(s, with_secrets=True),
-           "LAKEHOUSE_METRICS__CDC_PORT": str(_free_port(s.metrics.host))}  # beside a running stack's capture
+           f"LAKEHOUSE_METRICS__{port_setting}": str(_free_port(s.metrics.host))}
     with log_path.open("ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "lakehouse.cli.main", "run", "cdc", "--log-level", "warning"],
+        return subprocess.Popen([sys.executable, "-m", "lakehouse.cli.main", "run", job, "--log-level", "warning"],
                                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -130,14 +141,14 @@ def run(settings: Settings, rate: float, duration: float, progress=print) -> Cdc
             time.sleep(0.2)
         spark = build_session(s, "lakehouse-bench-cdc")
         job = DimensionApplyJob(spark, s)
-        loop = threading.Thread(target=run_loop, args=(job, s.pipeline.trigger_seconds, stop), daemon=True)
+        loop = threading.Thread(target=run_loop, args=(job, s.pipeline.dims_trigger_seconds, stop), daemon=True)
         loop.start()
         # The first MERGEs load and compile most of Spark's and Iceberg's code (15 s each, measured):
         # start-up, not the steady state this benchmark is about.
         warm = write_changes(s, 200, 2.0, name="warmup")
         _wait_for_inserts(spark, s.catalog.products_table, "warmup", (warm + 1) // 2, 300)
         progress(f"warm; writing {rate:,.0f} changes/s for {duration:.0f}s to {s.mariadb.database}")
-        began = time.monotonic()
+        began, since_ms = time.monotonic(), int(time.time() * 1000)
         written: list[int] = []
         writer = threading.Thread(target=lambda: written.append(write_changes(s, rate, duration)), daemon=True)
         writer.start()
@@ -159,6 +170,6 @@ def run(settings: Settings, rate: float, duration: float, progress=print) -> Cdc
             capture.wait(30)
         except subprocess.TimeoutExpired:
             capture.kill()
-    p50, p95 = freshness(spark, s.catalog.products_table)
+    p50, p95 = freshness(s, s.catalog.products_table, since_ms)
     spark.stop()
     return CdcBenchResult(rate, duration, changes, applied, commit_rate(samples), p50, p95)

@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.settings import Settings
 from pipeline import metrics
+from pipeline.cdc.dimension_tables import ensure_dimension_tables
 from pipeline.clicks.batch_stats import AGE_STEP_MS, BatchStats, BatchStatsParam, count_batch
 from pipeline.clicks.dead_letters import BackgroundCommits, carried_frame
 from pipeline.clicks.validate import Limits, parse_batch
@@ -37,7 +38,7 @@ from pipeline.kafka_source.fetch import records_frame
 from pipeline.kafka_source.planner import Planner
 from pipeline.kafka_source.ranges import OffsetRange, next_offsets
 from pipeline.snapshot_properties import latest_properties
-from pipeline.tables import ensure_clicks_tables, ensure_dimension_tables
+from pipeline.tables import ensure_clicks_tables
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class ClickIngestJob:
         self.spark, self.settings = spark, settings
         cat, pipe = settings.catalog, settings.pipeline
         ensure_clicks_tables(spark, settings)
-        ensure_dimension_tables(spark, settings)
+        ensure_dimension_tables(settings)
         self.dimensions = DimensionCache(spark, settings)
         self.planner = Planner.from_settings(settings, [settings.kafka.clicks_topic])
         self.limits = Limits(max_bytes=pipe.max_event_bytes, max_age_ms=pipe.max_event_age_days * 86_400_000,

@@ -13,6 +13,8 @@ from pipeline.aggregates.rollups import PROGRESS_PROPERTY
 from pipeline.kafka_source.offsets import OFFSETS_PROPERTY
 
 PROGRESS_MARKERS = (OFFSETS_PROPERTY, PROGRESS_PROPERTY)
+#: Iceberg's table property for the age of the snapshots expiry keeps
+MAX_SNAPSHOT_AGE_PROPERTY = "history.expire.max-snapshot-age-ms"
 
 
 @dataclass(frozen=True)
@@ -29,10 +31,21 @@ class TableHealth:
     #: commit time (epoch ms) of the newest current-lineage snapshot carrying each progress marker
     markers: dict[str, int] = field(default_factory=dict)
     partitioned: bool = True
+    #: the table's own ``history.expire.max-snapshot-age-ms``, if it declares one
+    max_snapshot_age_ms: int | None = None
 
     @property
     def small_files_worst_partition(self) -> int:
         return self.tier_files_worst_partition[0]
+
+    def snapshot_retention_ms(self, default_minutes: float) -> int:
+        """How long this table's snapshots are kept: the setting, or the table's own age limit if shorter.
+
+        The dimension tables declare a short one: their writer (PyIceberg) copies the table's
+        metadata a few times per commit, so its commits slow down with every snapshot kept.
+        """
+        default = int(default_minutes * 60_000)
+        return default if self.max_snapshot_age_ms is None else min(default, self.max_snapshot_age_ms)
 
 
 def read_health(spark, table: str, tier_bounds: tuple[int, ...]) -> TableHealth:
@@ -62,6 +75,9 @@ def read_health(spark, table: str, tier_bounds: tuple[int, ...]) -> TableHealth:
             f"ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor AND s.summary['{key}'] IS NOT NULL").first()
         if row.at is not None:
             markers[key] = row.at
+    properties = {r.key: r.value for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+    age = properties.get(MAX_SNAPSHOT_AGE_PROPERTY)
     return TableHealth(table=table, data_files=counts.data_files, tier_files_worst_partition=tuple(tiers),
                        delete_files=counts.delete_files, manifests=counts.manifests, snapshots=counts.snapshots,
-                       oldest_snapshot_ms=counts.oldest, markers=markers, partitioned=partitioned)
+                       oldest_snapshot_ms=counts.oldest, markers=markers, partitioned=partitioned,
+                       max_snapshot_age_ms=int(age) if age else None)

@@ -15,7 +15,8 @@ import pytest
 
 from pipeline.aggregates import rollups as ru
 from pipeline.aggregates.daily import build_day
-from pipeline.tables import ensure_aggregate_tables, ensure_clicks_tables, ensure_dimension_tables
+from pipeline.cdc.dimension_tables import ensure_dimension_tables
+from pipeline.tables import ensure_aggregate_tables, ensure_clicks_tables
 from queries import library
 from queries.dialects import EngineGap
 from queries.duckdb_engine import DuckDBEngine
@@ -42,7 +43,7 @@ def lake(settings, spark):
              dt.datetime(2026, 11, 20, 10, i), dt.datetime(2026, 11, 20, 10, i)) for i in range(30)]
     spark.createDataFrame(dead, spark.table(cat.dead_letter_table).schema).writeTo(cat.dead_letter_table).append()
 
-    ensure_dimension_tables(spark, s)
+    ensure_dimension_tables(s)
     products = [(pid, name, f"desc {pid}", price, dt.datetime(2026, 11, 20)) for pid, (name, price) in PRODUCTS.items()]
     spark.createDataFrame(products, spark.table(cat.products_table).schema).writeTo(cat.products_table).append()
     spark.sql(f"MERGE INTO {cat.products_table} t USING (SELECT 'p2' AS k UNION ALL SELECT 'p3') s "

@@ -1,0 +1,89 @@
+"""The product and member dimension tables: declared, created and read through PyIceberg.
+
+Their one writer, the CDC apply job, needs no Spark (``pipeline.cdc.upsert`` says why), so
+they are declared here as Iceberg schemas rather than Spark DDL; Spark, DuckDB and Trino
+read them like every other table. The key column is the table's identifier field.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
+from pyiceberg.schema import Schema
+from pyiceberg.table.snapshots import ancestors_of
+from pyiceberg.types import (
+    DecimalType,
+    IntegerType,
+    NestedField,
+    StringType,
+    TimestamptzType,
+)
+
+from lakehouse.settings import Settings
+from pipeline.kafka_source import offsets as kafka_offsets
+from pipeline.tables import COMMON_PROPERTIES, UPSERT_PROPERTIES
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Dimension:
+    table: str
+    key: str
+    schema: Schema
+
+
+def dimensions(settings: Settings) -> dict[str, Dimension]:
+    """The dimension tables by source table name."""
+    def columns(key: str, *rest: NestedField) -> Schema:
+        return Schema(NestedField(1, key, StringType(), required=True), NestedField(2, "name", StringType()),
+                      *rest, NestedField(5, "update_time", TimestamptzType()), identifier_field_ids=[1])
+
+    cat = settings.catalog
+    return {
+        "products": Dimension(cat.products_table, "productId", columns(
+            "productId", NestedField(3, "description", StringType()),
+            NestedField(4, "product_price", DecimalType(10, 4)))),
+        "user_member": Dimension(cat.members_table, "userid", columns(
+            "userid", NestedField(3, "show_params", StringType()), NestedField(4, "member_level", IntegerType()))),
+    }
+
+
+def ensure_dimension_tables(settings: Settings, catalog=None) -> None:
+    """Create the dimension tables if missing; give existing ones the properties declared since."""
+    from lakehouse.catalog import pyiceberg_catalog
+
+    catalog = catalog or pyiceberg_catalog(settings)
+    wanted = {**COMMON_PROPERTIES, **UPSERT_PROPERTIES}
+    for dimension in dimensions(settings).values():
+        namespace = dimension.table.split(".")[0]
+        try:
+            catalog.create_namespace(namespace)
+        except NamespaceAlreadyExistsError:
+            pass
+        try:
+            catalog.create_table(dimension.table, dimension.schema, properties=wanted)
+            log.info("created %s", dimension.table)
+            continue
+        except TableAlreadyExistsError:
+            pass
+        table = catalog.load_table(dimension.table)
+        missing = {k: v for k, v in UPSERT_PROPERTIES.items() if table.properties.get(k) != v}
+        if missing:
+            with table.transaction() as tx:
+                tx.set_properties(missing)
+
+
+def committed_position(table) -> kafka_offsets.Position:
+    """The Kafka position the newest snapshot of the current lineage that recorded one holds (a PyIceberg table)."""
+    current = table.current_snapshot()
+    for snapshot in ancestors_of(current, table.metadata) if current else ():
+        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        if kafka_offsets.OFFSETS_PROPERTY in summary:
+            ids = summary.get(kafka_offsets.TOPIC_IDS_PROPERTY)
+            return kafka_offsets.Position(kafka_offsets.decode(summary[kafka_offsets.OFFSETS_PROPERTY]),
+                                          json.loads(ids) if ids else {})
+    return kafka_offsets.Position()

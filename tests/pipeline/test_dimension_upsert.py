@@ -1,0 +1,80 @@
+"""The dimension upsert (pipeline/cdc/upsert.py): newest change per key, typed after-images, and
+on the real catalog a batch applied twice leaving the same rows with the offsets of the second."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from pipeline.cdc.apply import CHANGE_SCHEMA
+from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
+from pipeline.cdc.upsert import DimensionWriter, after_images, newest_per_key
+from pipeline.kafka_source import offsets as kafka_offsets
+
+PRODUCT_COLUMNS = {c: c for c in ("productId", "name", "description", "product_price", "update_time")}
+
+
+def changes(*rows: tuple[str, str, int, dict | None]) -> pa.Table:
+    """(op, key, binlog position, after-image) per change, in arrival order."""
+    return pa.Table.from_pylist([
+        {"topic": "t", "partition": 0, "offset": i, "tbl": "products", "op": op, "pk": key,
+         "order_key": f"binlog.000001:{pos:015d}:000000", "source_ts_ms": 0,
+         "after": None if after is None else json.dumps(after)}
+        for i, (op, key, pos, after) in enumerate(rows)], schema=CHANGE_SCHEMA)
+
+
+def product(key: str, price, **more) -> dict:
+    return {"productId": key, "name": f"n{key}", "description": "d", "product_price": price,
+            "update_time": "2026-11-25T03:00:00.123Z", **more}
+
+
+def test_the_newest_change_per_key_wins_by_binlog_position_not_arrival():
+    batch = changes(("u", "1", 30, product("1", "3.00")), ("u", "1", 10, product("1", "1.00")),
+                    ("d", "2", 20, None), ("c", "2", 5, product("2", "2.00")), ("c", "3", 7, product("3", "7")))
+    newest = {r["pk"]: (r["op"], r["order_key"]) for r in newest_per_key(batch).to_pylist()}
+    assert newest == {"1": ("u", "binlog.000001:000000000000030:000000"),
+                      "2": ("d", "binlog.000001:000000000000020:000000"),
+                      "3": ("c", "binlog.000001:000000000000007:000000")}
+
+
+def test_after_images_take_the_table_types_and_a_value_that_does_not_fit_reads_null():
+    schema = pa.schema([("productId", pa.large_string(), False), ("name", pa.large_string()),
+                        ("description", pa.large_string()), ("product_price", pa.decimal128(10, 4)),
+                        ("update_time", pa.timestamp("us", tz="UTC")), ("added_by_a_user", pa.int32())])
+    batch = changes(("u", "1", 1, product("1", "12.5")), ("u", "2", 2, product("2", "123456789.1")),
+                    ("u", "3", 3, product("3", 4, name=17)), ("d", "4", 4, None))
+    rows = after_images(batch, PRODUCT_COLUMNS, schema).to_pylist()
+    assert [r["productId"] for r in rows] == ["1", "2", "3"]  # the delete has no after-image
+    assert rows[0]["product_price"] == Decimal("12.5000")
+    assert rows[1]["product_price"] is None  # more digits than DECIMAL(10,4) holds
+    assert rows[2]["product_price"] == Decimal("4.0000") and rows[2]["name"] == "17"
+    assert rows[0]["update_time"] == dt.datetime(2026, 11, 25, 3, 0, 0, 123000, tzinfo=dt.timezone.utc)
+    assert all(r["added_by_a_user"] is None for r in rows)
+
+
+@pytest.mark.stack
+def test_a_batch_applied_twice_leaves_the_same_rows(settings):
+    from lakehouse.catalog import pyiceberg_catalog
+
+    s = settings.model_copy(deep=True)
+    stamp = int(time.time() * 1000)
+    s.catalog.products_table, s.catalog.members_table = f"ods_test.products_{stamp}", f"ods_test.members_{stamp}"
+    ensure_dimension_tables(s)
+    table = dimensions(s)["products"].table
+    writer = DimensionWriter(pyiceberg_catalog(s), table, "productId", PRODUCT_COLUMNS)
+    writer.apply(changes(("c", "1", 1, product("1", "1")), ("c", "2", 2, product("2", "2"))),
+                 kafka_offsets.commit_properties({"t": {0: 2}}, {}))
+    batch = changes(("u", "1", 3, product("1", "9")), ("d", "2", 4, None), ("c", "3", 5, product("3", "3")))
+    for end in (5, 5):  # a replay after a crash between the commit and the next plan
+        writer.apply(batch, kafka_offsets.commit_properties({"t": {0: end}}, {}))
+    rows = sorted((r["productId"], r["product_price"]) for r in writer.table.scan().to_arrow().to_pylist())
+    assert rows == [("1", Decimal("9.0000")), ("3", Decimal("3.0000"))]
+    assert writer.keys == {"1", "3"}
+    assert committed_position(writer.table).offsets == {"t": {0: 5}}
+    fresh = DimensionWriter(pyiceberg_catalog(s), table, "productId", PRODUCT_COLUMNS)  # a restart reads the keys
+    assert fresh.keys == {"1", "3"}
