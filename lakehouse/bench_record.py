@@ -2,7 +2,7 @@
 
 A slowdown should show the day it lands, so every run of the standard set leaves one row
 per figure in a committed table (and its JSON under results/): date, commit, the figure,
-its value and the goal it is held to. Every performance figure the README quotes comes
+its value and the goal it is held to. Every performance figure the README and docs/ quote comes
 from that table.
 """
 

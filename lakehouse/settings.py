@@ -57,7 +57,7 @@ class KafkaSettings(_Service):
         description="Local broker's storage engine. 'memory': fast, and a broker restart starts every topic anew "
                     "(records not yet in Iceberg are lost; the pipeline sees the new topic and reads it from its "
                     "start). 's3': survives restarts, but Tansu lists every stored batch on each fetch, so reads "
-                    "slow down as a topic grows (README, 'Broker durability').",
+                    "slow down as a topic grows (docs/local-stack.md, 'Broker durability').",
     )
     storage_bucket: str = "kafka"
     clicks_topic: str = "clickevents"

@@ -14,7 +14,7 @@ the two cores in those three minutes, and the goal is about the steady state.
 
 "Unchanged" gets a tolerance (``--freshness-tolerance``, 10 %, the one the issue gives the
 query drift): no two runs are equal. Three baselines of the same writer code on this machine
-(docs/soak-1h-no-maintenance.csv and the two docs/soak-40m-*no-maintenance.csv before the
+(docs/results/soak-1h-no-maintenance.csv and the two docs/results/soak-40m-*no-maintenance.csv before the
 planner fix) had medians from minute 20 of 3.97, 3.94 and 4.08 s, 3.6 % apart with nothing
 changed; 10 % is about three times that.
 """

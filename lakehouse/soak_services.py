@@ -83,7 +83,7 @@ def maintenance_service(settings: Settings, log_path: Path) -> Iterator[Maintena
 def private_broker(settings: Settings, log_path: Path) -> Iterator[Settings]:
     """A Tansu broker of the soak's own, on its memory engine and a free loopback port.
 
-    The stack's broker stores its log in S3 and slows down as partitions grow (README,
+    The stack's broker stores its log in S3 and slows down as partitions grow (docs/local-stack.md,
     "Broker durability"); an hour of load would measure the broker, not the tables.
     """
     from deploy.local.services.broker import Broker

@@ -98,7 +98,7 @@ def _disk_full(ctx: Context) -> str:
 
 
 def _clock(ctx: Context) -> str:
-    """Events stamped a month ahead and a month behind: the validator dead-letters them (README rule)."""
+    """Events stamped a month ahead and a month behind: the validator dead-letters them (docs/chaos.md, the `clock` fault)."""
     now = int(time.time() * 1000)
     rng = random.Random(17)
     for skew in (30 * DAY_MS, -30 * DAY_MS) * 25:

@@ -1,6 +1,6 @@
 """Binlog capture: a consistent snapshot, then every row change, as Debezium envelopes.
 
-Correctness rules (the README documents them):
+Correctness rules (docs/cdc.md documents them):
 - **Snapshot seam.** Tables are read inside ``START TRANSACTION WITH CONSISTENT
   SNAPSHOT`` opened while ``FLUSH TABLES WITH READ LOCK`` holds, and the binlog
   position is read under the same lock; streaming starts exactly there.

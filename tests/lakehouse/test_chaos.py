@@ -2,7 +2,7 @@
 
 Runs `lakehouse chaos --faults ci` as a user would (its own stack on ports +200, its run
 directory on a bounded tmpfs) and reads the table it writes. `make chaos` runs every
-fault; the README records that run's table.
+fault; docs/chaos.md records that run's table.
 """
 
 from __future__ import annotations

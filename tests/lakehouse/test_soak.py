@@ -11,7 +11,7 @@ snapshot log only grows for ten minutes, each snapshot adds ~1 KB to the metadat
 every reader parses, and the drift measured that growth (CI: 14 -> 261 snapshots, reader
 CPU 17 -> 27 ms, +56 %) instead of the table's health.
 Like `make soak` it uses a broker of its own on the memory engine: the stack's S3-engine
-broker slows down as partitions grow (README, "Broker durability") and would be left
+broker slows down as partitions grow (docs/local-stack.md, "Broker durability") and would be left
 busy for the tests after this one.
 """
 

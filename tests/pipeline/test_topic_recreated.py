@@ -1,7 +1,7 @@
 """A topic that starts a new life is read from its start, not taken for lost data.
 
 The local broker's default engine keeps topics in memory, so a broker restart starts
-every topic anew at offset 0 (README, 'Broker durability'); a topic deleted and created
+every topic anew at offset 0 (docs/local-stack.md, 'Broker durability'); a topic deleted and created
 again is the same event on any Kafka. Offsets committed in the old life are no position
 in the new log: each commit records the topic's id beside its offsets, and a changed id
 means "read from the start". This test restarts a private in-memory broker under a

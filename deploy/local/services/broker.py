@@ -2,7 +2,7 @@
 
 Durable by default: the 's3' engine keeps topic data in the stack's object store, so a
 broker restart loses nothing. The 'memory' engine is faster and forgets everything on
-restart (LAKEHOUSE_KAFKA__STORAGE=memory); see the README for measured figures.
+restart (LAKEHOUSE_KAFKA__STORAGE=memory); see docs/local-stack.md, 'Broker durability', for measured figures.
 """
 
 from __future__ import annotations
