@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from lakehouse.errors import FatalError
 from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.commit_locks import StaleLockReaper
-from pipeline.kafka_source.planner import OffsetsExpiredError
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +115,9 @@ def _loop(job: MicroBatchJob, trigger_seconds: float, stop: threading.Event,
         try:
             rows = job.run_once()
             failures = 0
-        except OffsetsExpiredError:
+        except FatalError as exc:
             metrics.BATCHES.labels(job.name, "failed").inc()
+            log.error("%s: %s; stopping (a retry cannot fix this)", job.name, _describe(exc))
             raise
         except Exception as exc:  # noqa: BLE001 - transient faults must not kill a streaming job
             failures += 1

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lakehouse.catalog import pyiceberg_catalog
+from lakehouse.errors import FatalError
 from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.cdc import envelope as env
@@ -41,8 +42,8 @@ CHANGE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("
                            ("order_key", pa.string()), ("source_ts_ms", pa.int64()), ("after", pa.string())])
 
 
-class EnvelopeError(ValueError):
-    """A change record the apply job cannot interpret; it stops rather than guess."""
+class EnvelopeError(FatalError, ValueError):
+    """A change record the apply job cannot interpret; it stops rather than guess (retrying reads it again)."""
 
 
 @dataclass(frozen=True)

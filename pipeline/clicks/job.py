@@ -164,9 +164,6 @@ class ClickIngestJob:
         for r in ranges:
             metrics.LAG.labels(self.name, r.topic, str(r.partition)).set(marks[(r.topic, r.partition)].high - r.start)
             metrics.COMMITTED_OFFSET.labels(self.name, r.topic, str(r.partition)).set(r.start)
-        for topic, part, *_ in self.planner.expired_events:
-            metrics.OFFSETS_EXPIRED.labels(topic, str(part)).inc()
-        self.planner.expired_events.clear()
 
     def run_once(self) -> int:
         began = time.monotonic()

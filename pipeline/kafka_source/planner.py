@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from lakehouse.errors import FatalError
+from pipeline import metrics
 from pipeline.kafka_source.offsets import in_current_log
 from pipeline.kafka_source.ranges import OffsetRange
 
@@ -30,7 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class OffsetsExpiredError(RuntimeError):
+class OffsetsExpiredError(FatalError):
     """Committed offsets point below what the broker still retains: records were lost."""
 
 
@@ -47,7 +50,8 @@ class Planner:
         self.max_per_partition = max_per_partition
         self.on_expired = on_expired
         self.probe_timeout = probe_timeout
-        self.expired_events: list[tuple[str, int, int, int]] = []  # topic, partition, committed, low
+        #: the latest out-of-range positions met (topic, partition, committed, low), for a look after the fact
+        self.expired_events: deque[tuple[str, int, int, int]] = deque(maxlen=100)
         self._last_high: dict[tuple[str, int], int] = {}
         self.topic_ids: dict[str, str] = {}  # as of the last plan: what a commit of its ranges records
         self._bootstrap, self._fetch_wait_ms = bootstrap, fetch_wait_ms
@@ -182,7 +186,10 @@ class Planner:
         return ranges, marks
 
     def _handle_out_of_range(self, topic: str, part: int, start: int, wm: Watermarks) -> int:
+        """Counted here, for every job that plans (only the click job used to drain ``expired_events``
+        into the metric: the CDC topics' events piled up uncounted)."""
         self.expired_events.append((topic, part, start, wm.low))
+        metrics.OFFSETS_EXPIRED.labels(topic, str(part)).inc()
         what = (f"committed offset {start} of {topic}[{part}] is outside the broker's retained range "
                 f"[{wm.low}, {wm.high})")
         if start < wm.low:

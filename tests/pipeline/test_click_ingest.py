@@ -208,10 +208,19 @@ def test_offsets_property_is_json_per_topic(spark, click_settings, producer):
 
 @pytest.mark.parametrize("policy", ["fail", "earliest"])
 def test_offsets_outside_retained_range_follow_the_setting(spark, click_settings, producer, policy):
+    """The planner counts each out-of-range position itself, for every job that plans: it used to be
+    counted only when the click job drained ``expired_events``, never for the CDC topics."""
+    from prometheus_client import REGISTRY
+
     from pipeline.kafka_source.planner import OffsetsExpiredError, Planner
+
+    def counted() -> float:
+        labels = {"topic": click_settings.kafka.clicks_topic, "partition": "0"}
+        return REGISTRY.get_sample_value("lakehouse_kafka_offsets_expired_total", labels) or 0.0
 
     producer.send(20)
     planner = Planner(click_settings.kafka.bootstrap, [click_settings.kafka.clicks_topic], 1000, policy)
+    before = counted()
     try:
         beyond = {click_settings.kafka.clicks_topic: {0: 10_000_000}}
         if policy == "fail":
@@ -221,6 +230,7 @@ def test_offsets_outside_retained_range_follow_the_setting(spark, click_settings
             ranges, _ = planner.plan(beyond)
             assert next(r for r in ranges if r.partition == 0).start == 0
             assert planner.expired_events
+        assert counted() == before + 1
     finally:
         planner.close()
 

@@ -1,5 +1,7 @@
 """Batch-failure logs name the real cause in one line (``pipeline.runner._describe``)."""
 
+import pytest
+
 from pipeline.runner import _describe
 
 
@@ -20,3 +22,46 @@ def test_plain_error_keeps_its_first_line():
 
 def test_blank_message_still_names_the_type():
     assert _describe(RuntimeError("")) == "RuntimeError: "
+
+
+class _Job:
+    """A job whose every batch raises ``error``; it stops the loop after ``limit`` batches."""
+
+    name, tables = "test", []
+
+    def __init__(self, settings, error: Exception, stop, limit: int = 3):
+        self.settings, self.error, self.stop, self.limit = settings, error, stop, limit
+        self.batches, self.recovered = 0, 0
+
+    def run_once(self) -> int:
+        self.batches += 1
+        if self.batches >= self.limit:
+            self.stop.set()
+        raise self.error
+
+    def recover(self) -> None:
+        self.recovered += 1
+
+
+def test_a_fatal_error_stops_the_loop_at_once_and_a_transient_one_is_retried(tmp_path):
+    """An envelope the apply job cannot read would be read again on every retry: it stops the job
+    (it used to be retried for ever, though its docstring said the job stops)."""
+    import threading
+
+    from lakehouse.settings import load_settings
+    from pipeline.cdc.apply import EnvelopeError
+    from pipeline.runner import _loop
+
+    settings = load_settings()
+    settings.run_dir = tmp_path  # the loop only looks at its disk's free space
+
+    stop = threading.Event()
+    job = _Job(settings, EnvelopeError("cdc.shop.products[0]@7: unknown op 'x'"), stop)
+    with pytest.raises(EnvelopeError, match="unknown op"):
+        _loop(job, 0.01, stop, max_batches=None, max_backoff=0.01)
+    assert (job.batches, job.recovered) == (1, 0)
+
+    stop = threading.Event()
+    flaky = _Job(settings, ConnectionError("object store away"), stop)
+    _loop(flaky, 0.01, stop, max_batches=None, max_backoff=0.01)  # retried until the job stops the loop
+    assert (flaky.batches, flaky.recovered) == (3, 3)

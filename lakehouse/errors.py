@@ -1,0 +1,13 @@
+"""The one distinction every job's loop makes: errors a retry can fix, and errors it cannot.
+
+A streaming job retries a failed batch from its committed offsets (the broker or the object
+store was away, a commit lost a race). Some errors come back however often it retries: records
+lost from Kafka, a change record that breaks the contract. Those are ``FatalError``: the loop
+stops the job with the error's message, which says what happened and what to do.
+"""
+
+from __future__ import annotations
+
+
+class FatalError(Exception):
+    """An error no retry can fix: the job stops with this message."""
