@@ -7,7 +7,6 @@ read them like every other table. The key column is the table's identifier field
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 
@@ -83,7 +82,5 @@ def committed_position(table) -> kafka_offsets.Position:
     for snapshot in ancestors_of(current, table.metadata) if current else ():
         summary = snapshot.summary.additional_properties if snapshot.summary else {}
         if kafka_offsets.OFFSETS_PROPERTY in summary:
-            ids = summary.get(kafka_offsets.TOPIC_IDS_PROPERTY)
-            return kafka_offsets.Position(kafka_offsets.decode(summary[kafka_offsets.OFFSETS_PROPERTY]),
-                                          json.loads(ids) if ids else {})
+            return kafka_offsets.position_of(summary)
     return kafka_offsets.Position()

@@ -62,11 +62,15 @@ def write_options(offsets: Offsets, topic_ids: dict[str, str]) -> dict[str, str]
     return {f"snapshot-property.{k}": v for k, v in commit_properties(offsets, topic_ids).items()}
 
 
+def position_of(summary: dict) -> Position:
+    """The position a snapshot summary (or the properties read from one) records; empty if none."""
+    ids = summary.get(TOPIC_IDS_PROPERTY)
+    return Position(decode(summary.get(OFFSETS_PROPERTY)), json.loads(ids) if ids else {})
+
+
 def committed_position(spark, table: str) -> Position:
     """The position recorded by the newest snapshot in the table's current lineage that has one."""
-    found = latest_properties(spark, table, OFFSETS_PROPERTY, TOPIC_IDS_PROPERTY)
-    ids = found[TOPIC_IDS_PROPERTY]
-    return Position(decode(found[OFFSETS_PROPERTY]), json.loads(ids) if ids else {})
+    return position_of(latest_properties(spark, table, OFFSETS_PROPERTY, TOPIC_IDS_PROPERTY))
 
 
 def committed_offsets(spark, table: str) -> Offsets:
