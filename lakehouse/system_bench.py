@@ -16,7 +16,6 @@ database and the aggregates count every click, then reports freshness per table
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -192,6 +191,6 @@ def run(settings: Settings, rate: float, change_rate: float, duration: float, ou
 
 def _changes(out_dir: Path) -> int:
     """Database changes Locust made (its statistics count each as a request of type 'mysql')."""
-    with (out_dir / "locust_stats.csv").open() as fh:
-        return sum(int(r["Request Count"]) - int(r["Failure Count"]) for r in csv.DictReader(fh)
-                   if r["Type"] == "mysql")
+    from loadgen.run import read_summary
+
+    return sum(k["delivered"] for k in read_summary(out_dir).values() if k["type"] == "mysql")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import csv
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +13,7 @@ from loadgen.shapes.profiles import PROFILES
 
 LOADGEN_DIR = Path(__file__).resolve().parent
 SHAPES = tuple(PROFILES)
+SUMMARY = "summary.json"
 
 
 def parse_duration(text: str) -> float:
@@ -63,24 +64,24 @@ def command(rate: float, duration: float, shape: str, bad_share: float, users: i
     cmd = [sys.executable, "-m", "locust", "-f", ",".join(files), "--headless", "-u", str(users), "-r", str(users),
            "--run-time", f"{int(duration)}s", "--stop-timeout", "10", "--event-rate", str(rate),
            "--bad-share", str(bad_share), "--db-change-rate", str(db_change_rate),
-           "--csv", str(out / "locust"), "--html", str(out / "report.html"), "--only-summary", "--loglevel", "WARNING"]
+           "--csv", str(out / "locust"), "--summary-file", str(out / SUMMARY), "--html", str(out / "report.html"), "--only-summary", "--loglevel", "WARNING"]
     if workers > 1:
         cmd += ["--processes", str(workers)]
     return cmd
 
 
+def read_summary(out: Path) -> dict[str, dict]:
+    """The run's final counts per kind of request (written by the locustfile at exit)."""
+    return json.loads((out / SUMMARY).read_text())
+
+
 def read_result(out: Path, target_events: float, duration: float) -> LoadResult:
-    delivered = failed = 0
-    p50 = p99 = 0.0
-    with (out / "locust_stats.csv").open() as fh:
-        for row in csv.DictReader(fh):
-            if row["Type"] != "kafka":
-                continue
-            delivered += int(row["Request Count"]) - int(row["Failure Count"])
-            failed += int(row["Failure Count"])
-            if row["Name"] == "click":
-                p50, p99 = float(row["50%"]), float(row["99%"])
-    return LoadResult(target_events, delivered, failed, duration, p50, p99, out)
+    """Totals over every Kafka kind; produce latency of the valid clicks."""
+    kinds = read_summary(out)
+    kafka = [k for k in kinds.values() if k["type"] == "kafka"]
+    click = kinds.get("click", {})
+    return LoadResult(target_events, sum(k["delivered"] for k in kafka), sum(k["failed"] for k in kafka), duration,
+                      float(click.get("p50_ms") or 0), float(click.get("p99_ms") or 0), out)
 
 
 def run(rate: float, duration: float, shape: str, bad_share: float, users: int, workers: int,
@@ -92,7 +93,7 @@ def run(rate: float, duration: float, shape: str, bad_share: float, users: int, 
     proc = subprocess.run(command(rate, duration, shape, bad_share, users, workers, db_change_rate, out),
                           capture_output=True, text=True, env=env)
     (out / "locust.log").write_text(proc.stdout + proc.stderr)
-    if not (out / "locust_stats.csv").exists():
+    if not (out / SUMMARY).exists():
         raise RuntimeError(f"locust wrote no statistics (exit {proc.returncode}); see {out / 'locust.log'}:\n"
                            + (proc.stderr or proc.stdout)[-1500:])
     return read_result(out, target, duration)

@@ -8,6 +8,7 @@ built from Locust's aggregated statistics, so they cover every worker.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from functools import partial
@@ -103,3 +104,19 @@ def produce_clicks(n: int) -> None:
 def flush() -> None:
     if "producer" in _state:
         _state["producer"].flush(30)
+
+
+def write_summary() -> None:
+    """Per-kind delivered/failed counts and produce latency, from the final statistics."""
+    from locust.runners import WorkerRunner
+
+    env = _state.get("environment")
+    if env is None or isinstance(env.runner, WorkerRunner) or not env.parsed_options.summary_file:
+        return
+    summary = {
+        name: {"type": method, "delivered": e.num_requests - e.num_failures, "failed": e.num_failures,
+               "p50_ms": e.get_response_time_percentile(0.5), "p99_ms": e.get_response_time_percentile(0.99)}
+        for (name, method), e in env.stats.entries.items()
+    }
+    with open(env.parsed_options.summary_file, "w") as fh:
+        json.dump(summary, fh, indent=2)
