@@ -5,8 +5,8 @@
 - the dimension apply as its own process too (`lakehouse run dims`, no Spark): its PyIceberg
   commits are Python work, and beside the Spark jobs' driver threads they held the same lock
   (a whole-system run's click freshness p95 went from 3.6 to 8.3 s);
-- one Spark application with the click ingestion and the live aggregates, each in its FAIR
-  pool (`lakehouse run pipeline --jobs clicks,aggregate`).
+- the live aggregates as a third such process (`lakehouse run aggregate`, no Spark either);
+- one Spark application with the click ingestion (`lakehouse run clicks`).
 """
 
 from __future__ import annotations
@@ -26,11 +26,10 @@ SYSTEM_STACK = ("kafka", "s3", "metastore", "mariadb")
 
 
 class RunningSystem:
-    """Capture and dims processes + clicks and aggregates in one Spark application; ``close()`` stops all."""
+    """Capture, dims and aggregate processes + the click ingestion in a Spark application; ``close()`` stops all."""
 
     def __init__(self, settings: Settings, console: Console, app_name: str, capture_log: Path):
-        """``capture_log``: the capture's log; the dimension apply's goes beside it (``dims`` for ``capture``)."""
-        from pipeline.aggregates.live import LiveAggregates
+        """``capture_log``: the capture's log; the others' go beside it (``dims`` for ``capture``...)."""
         from pipeline.cdc.apply import DimensionApplyJob
         from pipeline.cdc.benchmark import start_capture, start_job_process
         from pipeline.cdc.capture import read_checkpoint
@@ -40,7 +39,7 @@ class RunningSystem:
         self.settings, self.stop = settings, threading.Event()
         self.threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
-        self.spark, self.dims = None, None
+        self.spark, self.dims, self.aggregates = None, None, None
         capture_log.parent.mkdir(parents=True, exist_ok=True)
         self.capture = start_capture(settings, capture_log)
         try:
@@ -62,15 +61,16 @@ class RunningSystem:
             dims_log = capture_log.with_name(capture_log.name.replace("capture", "dims"))
             self.dims = start_job_process(settings, "dims", dims_log)
             console.log(f"dimension apply running (log {dims_log})")
-            with console.status("starting Spark: click ingestion, live aggregates..."):
+            with console.status("starting Spark: click ingestion..."):
                 self.spark = build_session(settings, app_name)
                 self.clicks = ClickIngestJob(self.spark, settings)
-                self.aggregates = LiveAggregates(self.spark, settings)
+            aggregate_log = capture_log.with_name(capture_log.name.replace("capture", "aggregate"))
+            self.aggregates = start_job_process(settings, "aggregate", aggregate_log)
+            console.log(f"live aggregates running (log {aggregate_log})")
         except BaseException:
             self._stop_processes()
             raise
-        self.threads = [self._in_pool(name, job) for name, job in
-                        (("clicks", self.clicks), ("aggregate", self.aggregates))]
+        self.threads = [self._in_pool("clicks", self.clicks)]
 
     def _in_pool(self, pool: str, job) -> threading.Thread:
         from pipeline.app import run_job
@@ -106,6 +106,8 @@ class RunningSystem:
             return f"the binlog capture exited with code {self.capture.returncode}"
         if self.dims.poll() is not None:
             return f"the dimension apply exited with code {self.dims.returncode}"
+        if self.aggregates.poll() is not None:
+            return f"the live aggregates exited with code {self.aggregates.returncode}"
         return None
 
     def close(self) -> None:
@@ -117,7 +119,7 @@ class RunningSystem:
         self._stop_processes()
 
     def _stop_processes(self) -> None:
-        for process in (self.dims, self.capture):
+        for process in (self.aggregates, self.dims, self.capture):
             if process is not None and process.poll() is None:
                 process.send_signal(signal.SIGTERM)  # both stop between batches
                 try:

@@ -33,16 +33,13 @@ def job_factories() -> dict[str, JobFactory]:
 
 def run_job(job, settings: Settings, stop: threading.Event, trigger: float | None = None,
             max_batches: int | None = None) -> None:
-    """A streaming query runs itself (``run_until``); a micro-batch job runs in the shared loop."""
-    if hasattr(job, "run_until"):
-        job.run_until(stop)
-    else:
-        run_loop(job, trigger or _default_trigger(job, settings), stop, max_batches=max_batches)
+    """Every job runs in the shared micro-batch loop, at its own trigger."""
+    run_loop(job, trigger or _default_trigger(job, settings), stop, max_batches=max_batches)
 
 
 def _default_trigger(job, settings: Settings) -> float:
-    return {"maintain": settings.maintenance.interval_seconds,
-            "dims": settings.pipeline.dims_trigger_seconds}.get(job.name, settings.pipeline.trigger_seconds)
+    return {"maintain": settings.maintenance.interval_seconds, "dims": settings.pipeline.dims_trigger_seconds,
+            "aggregate": settings.pipeline.aggregate_trigger_seconds}.get(job.name, settings.pipeline.trigger_seconds)
 
 
 def run_jobs(spark, settings: Settings, names: list[str], stop: threading.Event) -> None:

@@ -78,28 +78,6 @@ DEAD_LETTER_COLUMNS = """
     ingest_time TIMESTAMP
 """
 
-#: live aggregates (pipeline.aggregates): one row per key, totals merged in every micro-batch
-ROLLUP_MEASURES = """
-    views BIGINT COMMENT 'click events counted',
-    unique_users BIGINT COMMENT 'distinct uid (HyperLogLog estimate; exact for small counts)',
-    users_sketch BINARY COMMENT 'HLL sketch of uid, merged batch by batch',
-    expend_time_total BIGINT COMMENT 'sum of expendTime',
-    last_event_time TIMESTAMP,
-    updated_at TIMESTAMP COMMENT 'when this row last changed'
-"""
-
-PRODUCT_VIEWS_COLUMNS = f"""
-    productId STRING,
-    name STRING COMMENT 'product name the events were enriched with',
-    product_price DECIMAL(10,4) COMMENT 'price the events were enriched with: a price change starts a new row',
-    {ROLLUP_MEASURES}
-"""
-
-MEMBER_ACTIVITY_COLUMNS = f"""
-    member_level INT COMMENT 'null for users without a member record',
-    {ROLLUP_MEASURES}
-"""
-
 DAILY_USERS_COLUMNS = """
     dt DATE COMMENT 'event day (UTC)',
     uid STRING,
@@ -122,14 +100,6 @@ def _namespace(spark, table: str) -> None:
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {table.split('.')[0]}")
 
 
-def _ensure_properties(spark, table: str, wanted: dict[str, str]) -> None:
-    """Set ``wanted`` on a table created before they were declared (one commit, only if one differs)."""
-    have = {r.key: r.value for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
-    missing = {k: v for k, v in wanted.items() if have.get(k) != v}
-    if missing:
-        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({_props(missing, common=False)})")
-
-
 def ensure_clicks_tables(spark, settings: Settings) -> None:
     clicks, dead = settings.catalog.clicks_table, settings.catalog.dead_letter_table
     _namespace(spark, clicks)
@@ -141,19 +111,6 @@ def ensure_clicks_tables(spark, settings: Settings) -> None:
     _namespace(spark, dead)
     spark.sql(f"CREATE TABLE IF NOT EXISTS {dead} ({DEAD_LETTER_COLUMNS}) USING iceberg "
               f"PARTITIONED BY (days(ingest_time)) TBLPROPERTIES ({_props()})")
-
-
-def ensure_aggregate_tables(spark, settings: Settings) -> None:
-    """The live aggregates' result tables (small, rewritten per batch: copy-on-write)."""
-    cat = settings.catalog
-    for table, columns in ((cat.product_views_table, PRODUCT_VIEWS_COLUMNS),
-                           (cat.member_activity_table, MEMBER_ACTIVITY_COLUMNS)):
-        _namespace(spark, table)
-        if not spark.catalog.tableExists(table):
-            spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING iceberg "
-                      f"TBLPROPERTIES ({_props(SMALL_MERGE_PROPERTIES)})")
-        else:
-            _ensure_properties(spark, table, SMALL_MERGE_PROPERTIES)
 
 
 def ensure_daily_table(spark, settings: Settings) -> None:

@@ -47,8 +47,12 @@ def clicks(
     _run_single("clicks", trigger, max_batches, log_level)
 
 
+#: jobs that are small Python processes: their writes are PyIceberg commits on the driver
+WITHOUT_SPARK = ("dims", "aggregate")
+
+
 def _run_single(name: str, trigger: float | None, max_batches: int | None, log_level: str, **job_args) -> None:
-    """One job in its own Spark application, until Ctrl-C / SIGTERM."""
+    """One job in its own process (and Spark application, if it uses Spark), until Ctrl-C / SIGTERM."""
     from pipeline.app import job_factories, run_job
     from pipeline.spark_session import build_session
 
@@ -58,7 +62,7 @@ def _run_single(name: str, trigger: float | None, max_batches: int | None, log_l
     settings, stop = _service(log_level, port_of)
     if name == "maintain":  # before the JVM starts, which inherits it: the writers get the cores first
         os.nice(settings.maintenance.nice)
-    spark = build_session(settings, f"lakehouse-{name}")
+    spark = None if name in WITHOUT_SPARK else build_session(settings, f"lakehouse-{name}")
     job = job_factories()[name](spark, settings, **job_args)
     port = port_of(settings.metrics)
     console.print(f"{name}: running; metrics on http://{settings.metrics.host}:{port}/metrics")
@@ -66,7 +70,8 @@ def _run_single(name: str, trigger: float | None, max_batches: int | None, log_l
         run_job(job, settings, stop, trigger, max_batches)
     finally:
         job.close()
-        spark.stop()
+        if spark is not None:
+            spark.stop()
 
 
 @app.command()
@@ -138,16 +143,7 @@ def dims(
     A small Python process without Spark: each batch's newest change per key is upserted
     with PyIceberg (pipeline/cdc/upsert.py). Killed at any moment, it resumes from the tables.
     """
-    from pipeline.app import run_job
-    from pipeline.cdc.apply import DimensionApplyJob
-
-    settings, stop = _service(log_level, lambda m: m.pipeline_port)
-    job = DimensionApplyJob(None, settings)
-    console.print(f"dims: running; metrics on http://{settings.metrics.host}:{settings.metrics.pipeline_port}/metrics")
-    try:
-        run_job(job, settings, stop, trigger, max_batches)
-    finally:
-        job.close()
+    _run_single("dims", trigger, max_batches, log_level)
 
 
 @app.command()
@@ -157,18 +153,22 @@ def aggregate(
              "Default: the whole table (backfill, then stream).")] = None,
     from_snapshot: Annotated[int | None, typer.Option(
         help="Only clicks committed in this snapshot of the click table and after (see its .snapshots).")] = None,
+    trigger: Annotated[float | None, typer.Option(help="Seconds between micro-batches (default from settings).")] = None,
+    max_batches: Annotated[int | None, typer.Option(help="Stop after this many non-idle batches.")] = None,
     log_level: Annotated[str, typer.Option(help="Python log level.")] = "info",
 ) -> None:
-    """Live aggregates: a Structured Streaming read of the click table -> ads result tables.
+    """Live aggregates: the click table's new rows -> ads result tables, a few seconds behind it.
 
     Product views (productId, name, product_price, views, unique users) and activity per
-    member level, a few seconds behind the click table, exactly once. The start point is
-    used only when the checkpoint is new (<run_dir>/checkpoints/aggregate); delete that
-    folder to start over. Survives compaction and snapshot expiry (see
+    member level, exactly once. A small Python process without Spark: each batch reads the
+    files the click table's new appends added and rewrites the small result tables with
+    PyIceberg (pipeline/aggregates/live.py). Its position is the click snapshot recorded in
+    the result tables' last commit: the start point is used only while they have none; drop
+    them to start over. Survives compaction and snapshot expiry (see
     LAKEHOUSE_PIPELINE__AGGREGATE_ON_SNAPSHOT_EXPIRED).
     """
     start_ms = _start_millis(from_timestamp, from_snapshot)
-    _run_single("aggregate", None, None, log_level, from_timestamp_ms=start_ms)
+    _run_single("aggregate", trigger, max_batches, log_level, from_timestamp_ms=start_ms)
 
 
 def _start_millis(from_timestamp: str | None, from_snapshot: int | None) -> int | None:

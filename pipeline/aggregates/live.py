@@ -1,211 +1,230 @@
-"""`lakehouse run aggregate`: live aggregates from a streaming read of the click table.
+"""`lakehouse run aggregate`: live aggregates that follow the click table's appends, without Spark.
 
-Spark Structured Streaming reads the Iceberg click table incrementally (each new
-append snapshot is a micro-batch) and every batch is merged into the result tables
-(``pipeline.aggregates.rollups``). Spark's checkpoint replays an unfinished batch after
-a crash; the batch id in the result tables' commits makes the replay a no-op.
+Each micro-batch reads the rows the click table's new ``append`` snapshots added
+(``pipeline.aggregates.increments``), adds them to the totals the job holds in memory
+(``pipeline.aggregates.rollups``) and rewrites each small result table in one PyIceberg
+commit whose summary records the newest click snapshot it includes. That snapshot id is the
+job's only position: a restart reads it back from the result tables, so a batch is counted
+once whatever dies when (no checkpoint beside the tables).
 
-Maintenance of the click table is handled deliberately:
-- compaction writes ``replace`` snapshots, which the Iceberg source skips (no new rows);
-- ``delete``/``overwrite`` snapshots (row-level fixes) are skipped by option, logged;
-- if snapshot expiry removed the snapshot the query stands on, the query cannot go on.
-  ``pipeline.aggregate_on_snapshot_expired = rebuild`` (default) drops the checkpoint,
-  starts a new epoch and recomputes the aggregates from the whole table; ``fail`` stops.
+Why not Spark: the streaming read and two MERGEs cost six Spark stages a batch, which on
+two cores queued behind the click job's and left the aggregates 26 s behind the clicks
+(docs/performance.md, "Fifth round"); here a batch is a few manifests, the new files, and
+milliseconds of Arrow.
+
+When the snapshot a result table stands on was expired by maintenance, the job rebuilds
+(``pipeline.aggregate_on_snapshot_expired = rebuild``, default): totals of the whole table
+at its current snapshot, written in one commit, then on from there; ``fail`` stops instead.
 """
 
 from __future__ import annotations
 
-import functools
-import json
+import datetime as dt
 import logging
-import shutil
-import threading
 import time
-import uuid
+from collections import defaultdict
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+import pyarrow as pa
+from pyiceberg.exceptions import NoSuchTableError
 
+from lakehouse.catalog import pyiceberg_catalog
+from lakehouse.errors import FatalError
 from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.aggregates import rollups as ru
-from pipeline.commit_locks import StaleLockReaper
-from pipeline.parallel import in_parallel
-from pipeline.tables import ensure_aggregate_tables, ensure_clicks_tables
+from pipeline.aggregates.increments import (
+    FROM_THE_START,
+    Increment,
+    PositionLostError,
+    position_before,
+    read_increment,
+    snapshots_after,
+)
+from pipeline.aggregates.tables import ensure_aggregate_tables
+from pipeline.pyiceberg_tables import CachedTransaction, commit_attempts, newest_summary_with
 
 log = logging.getLogger(__name__)
 
-EPOCH_FILE = "lakehouse-epoch.json"
-#: how the Iceberg source reports that its position was expired
-EXPIRED_MARKERS = ("expired", "Cannot find snapshot", "Cannot load current offset")
+#: most click snapshots one batch reads (a job catching up commits every this many)
+SNAPSHOTS_PER_BATCH = 200
 
 
-class SnapshotExpiredError(RuntimeError):
-    """The streaming position no longer exists in the click table."""
+class ResultTable:
+    """One rollup's result table: its totals and position, kept in memory between commits."""
 
+    def __init__(self, catalog, rollup: ru.Rollup):
+        self.catalog, self.rollup = catalog, rollup
+        self.reload()
 
-def _stop_between_batches(query, timeout: float = 60.0) -> None:
-    """Stop after the batch in flight (stopping inside foreachBatch interrupts its commit)."""
-    deadline = time.monotonic() + timeout
-    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    query.stop()
+    def reload(self) -> None:
+        """Read the committed totals and position (None: nothing committed by this release's job yet)."""
+        self.table = self.catalog.load_table(self.rollup.table)
+        self.arrow_schema = self.table.schema().as_arrow()
+        recorded = newest_summary_with(self.table, ru.PROGRESS_PROPERTY).get(ru.PROGRESS_PROPERTY)
+        self.position: int | None = int(recorded) if recorded is not None else None
+        self.totals = ru.from_arrow(self.table.scan().to_arrow(), self.rollup) if self.position is not None else {}
+
+    def add(self, rows: pa.Table, position: int, through_ms: int | None) -> None:
+        """Add click ``rows`` to the totals and record ``position``, in one commit."""
+        started_from = self.position
+        for attempt in commit_attempts():
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    self.reload()  # another writer (maintenance) committed first: start from what is there
+                    if self.position != started_from:
+                        raise RuntimeError(f"{self.rollup.table} moved to snapshot {self.position} under the job")
+                ru.add_rows(self.totals, rows, self.rollup, dt.datetime.now(dt.timezone.utc))
+                self._overwrite(self.totals, position, through_ms)
+        self.position = position
+
+    def replace(self, totals: dict[ru.Key, ru.Totals], position: int, through_ms: int | None) -> None:
+        """Make ``totals`` the table's whole content and record ``position``, in one commit."""
+        for attempt in commit_attempts():
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    self.reload()
+                self._overwrite(totals, position, through_ms)
+        self.totals, self.position = totals, position
+
+    def _overwrite(self, totals: dict[ru.Key, ru.Totals], position: int, through_ms: int | None) -> None:
+        properties = {ru.PROGRESS_PROPERTY: str(position)}
+        if through_ms is not None:
+            properties[ru.THROUGH_PROPERTY] = str(through_ms)
+        with CachedTransaction(self.table) as tx:
+            tx.overwrite(ru.to_arrow(totals, self.rollup, self.arrow_schema), snapshot_properties=properties)
 
 
 class LiveAggregates:
+    """The live-aggregates job; ``spark`` is accepted, unused, so every job is built the same way."""
+
     name = "aggregate"
 
     def __init__(self, spark, settings: Settings, from_timestamp_ms: int | None = None):
-        self.spark, self.settings = spark, settings
-        self.source = settings.catalog.clicks_table
+        self.settings = settings
         self.rollups = ru.rollups(settings)
         self.tables = [r.table for r in self.rollups]
-        self.checkpoint = settings.checkpoint_path("aggregate")
         self.from_timestamp_ms = from_timestamp_ms
-        ensure_clicks_tables(spark, settings)
-        ensure_aggregate_tables(spark, settings)
+        self.catalog = pyiceberg_catalog(settings)
+        ensure_aggregate_tables(settings, self.catalog)
         self.rebuilds = 0
-        self._done: dict[str, tuple[str, int]] = {}  # progress this process committed, per result table
+        self.clicks = None
+        self.recover()
 
-    # -- epoch: one per checkpoint. A new epoch backfills the results from one snapshot of
-    # -- the click table and streams what is committed after it.
-    def _epoch_state(self) -> dict:
-        path = self.checkpoint / EPOCH_FILE
-        if path.exists():
-            return json.loads(path.read_text())
-        state = {"epoch": uuid.uuid4().hex, "backfill_snapshot": None, "stream_from_ms": self.from_timestamp_ms}
-        if self.from_timestamp_ms is None:
-            current = self.spark.sql(
-                f"SELECT snapshot_id, unix_millis(committed_at) AS ms FROM {self.source}.snapshots "
-                f"ORDER BY committed_at DESC LIMIT 1"
-            ).collect()
-            if current:
-                state["backfill_snapshot"] = current[0].snapshot_id
-                state["stream_from_ms"] = current[0].ms + 1
-        self.checkpoint.mkdir(parents=True, exist_ok=True)
-        self._save_state(state)
-        return state
+    def recover(self) -> None:
+        self.results = [ResultTable(self.catalog, r) for r in self.rollups]
+        self.clicks = None
 
-    def _save_state(self, state: dict) -> None:
-        (self.checkpoint / EPOCH_FILE).write_text(json.dumps(state))
+    def close(self) -> None:
+        """Nothing to release: every batch ends with its commits."""
 
-    def _anchor_missing(self, state: dict) -> int | None:
-        """The snapshot this epoch stands on, if expiry removed it (then newer appends may be gone too).
+    def _click_table(self):
+        if self.clicks is None:
+            try:
+                self.clicks = self.catalog.load_table(self.settings.catalog.clicks_table)
+            except NoSuchTableError:
+                return None
+        else:
+            self.clicks.refresh()
+        return self.clicks
 
-        Age-based expiry keeps every snapshot younger than one it keeps, so while the
-        anchor exists nothing after it is lost.
-        """
-        anchor = state.get("position_snapshot") or state.get("backfill_snapshot")
-        if anchor is None:
-            return None
-        found = self.spark.sql(f"SELECT 1 FROM {self.source}.snapshots WHERE snapshot_id = {int(anchor)}").collect()
-        return None if found else int(anchor)
-
-    def _track_position(self, query, state: dict) -> None:
-        """Remember the source snapshot of the last finished batch (Spark reports it after the sink commit)."""
-        progress = query.lastProgress
-        if not progress or not progress.get("sources"):
-            return
-        end = progress["sources"][0].get("endOffset")
-        snapshot = json.loads(end).get("snapshot_id") if isinstance(end, str) else (end or {}).get("snapshot_id")
-        if snapshot and snapshot != state.get("position_snapshot"):
-            state["position_snapshot"] = snapshot
-            self._save_state(state)
-
-    def _start(self):
-        state = self._epoch_state()
-        missing = self._anchor_missing(state)
-        if missing is not None:
-            self._rebuild(f"snapshot {missing}, where the aggregates stand, was expired or removed")
-            state = self._epoch_state()
-        self.epoch, self.state = state["epoch"], state
-        self._done.clear()  # the first batch after a (re)start reads the tables' progress again
-        history = None
-        if state["backfill_snapshot"] is not None:
-            history = (self.spark.read.option("snapshot-id", str(state["backfill_snapshot"]))
-                       .table(self.source).select(*ru.SOURCE_COLUMNS))
-        for rollup in self.rollups:
-            ru.backfill(history, rollup, self.epoch)
-        reader = (self.spark.readStream.format("iceberg")
-                  .option("streaming-skip-delete-snapshots", "true")
-                  .option("streaming-skip-overwrite-snapshots", "true"))
-        if state["stream_from_ms"] is not None:
-            reader = reader.option("stream-from-timestamp", str(state["stream_from_ms"]))
-        clicks = reader.load(f"{self.settings.catalog.name}.{self.source}").select(*ru.SOURCE_COLUMNS)
-        return (clicks.writeStream.queryName(f"live-aggregates-{self.epoch[:8]}")
-                .option("checkpointLocation", str(self.checkpoint / "spark"))
-                .trigger(processingTime=f"{self.settings.pipeline.aggregate_trigger_seconds} seconds")
-                .foreachBatch(self.apply_batch)
-                .start())
-
-    def apply_batch(self, batch: DataFrame, batch_id: int) -> None:
+    def run_once(self) -> int:
+        """One batch: every result table catches up with the click table; returns click rows added."""
         began = time.monotonic()
-        # One pass over the new click rows, to a few partial totals; both rollups and the stats come from them.
-        fine = ru.fine_totals(batch, self.rollups).persist()
-        try:
-            stats = fine.agg(F.coalesce(F.sum("views"), F.lit(0)).alias("n"),
-                             F.max("through_ms").alias("through_ms")).first()
-            summed = time.monotonic()
-
-            def merge(rollup):
-                # The first batch after a (re)start reads the table's progress; later ones know it.
-                known = self._done.get(rollup.table)
-                merged = ru.merge_batch(fine, rollup, self.epoch, batch_id, known, stats.through_ms)
-                self._done[rollup.table] = (self.epoch, max(batch_id, known[1] if known else -1))
-                return merged
-
-            merged = in_parallel(fine.sparkSession, [functools.partial(merge, r) for r in self.rollups])
-        finally:
-            fine.unpersist()
-        now = time.time()
-        for rollup in self.rollups:
-            metrics.LAST_COMMIT.labels(rollup.table).set(now)
-        metrics.ROWS.labels(self.name, "in").inc(stats.n if any(merged) else 0)
-        metrics.BATCHES.labels(self.name, "committed" if any(merged) else "replayed").inc()
+        clicks = self._click_table()
+        if clicks is None:
+            metrics.BATCHES.labels(self.name, "idle").inc()
+            return 0
+        by_position: dict[int | None, list[ResultTable]] = defaultdict(list)
+        for result in self.results:
+            by_position[result.position].append(result)
+        added = 0
+        for position, results in by_position.items():
+            if position is None:
+                self._start(clicks, results)
+                added += 1
+                continue
+            try:
+                snapshots = snapshots_after(clicks, position, SNAPSHOTS_PER_BATCH)
+            except PositionLostError as exc:
+                self._rebuild(clicks, results, str(exc))
+                added += 1
+                continue
+            if snapshots:
+                added += self._apply(read_increment(clicks, snapshots, ru.SOURCE_COLUMNS), results)
+        if not added:
+            metrics.BATCHES.labels(self.name, "idle").inc()
+            return 0
+        metrics.BATCHES.labels(self.name, "committed").inc()
         metrics.BATCH_SECONDS.labels(self.name).observe(time.monotonic() - began)
-        if stats.through_ms is not None:
-            metrics.AGGREGATE_DELAY.set(now - stats.through_ms / 1000)
-        log.info("aggregate: batch %d, %d click rows merged in %.2fs (read and summed in %.2fs)", batch_id, stats.n,
-                 time.monotonic() - began, summed - began)
+        return added
 
-    def _rebuild(self, reason: str) -> None:
+    def _apply(self, increment: Increment, results: list[ResultTable]) -> int:
+        for skipped in increment.skipped:
+            log.warning("aggregate: %s changes rows of the click table in place; the totals keep them as they were "
+                        "(rebuild: delete the result tables)", skipped)
+        if increment.rows.num_rows == 0:
+            for result in results:  # only compactions: nothing to count, the position moves on in memory
+                result.position = increment.snapshot_id
+            return 0
+        began = time.monotonic()
+        through_ms = increment.through_ms
+        for result in results:
+            result.add(increment.rows, increment.snapshot_id, through_ms)
+        self._committed(increment.rows.num_rows, through_ms)
+        log.info("aggregate: %d click rows up to snapshot %d merged in %.2fs", increment.rows.num_rows,
+                 increment.snapshot_id, time.monotonic() - began)
+        return increment.rows.num_rows
+
+    def _committed(self, rows: int, through_ms: int | None) -> None:
+        now = time.time()
+        for table in self.tables:
+            metrics.LAST_COMMIT.labels(table).set(now)
+        metrics.ROWS.labels(self.name, "in").inc(rows)
+        if through_ms is not None:
+            metrics.AGGREGATE_DELAY.set(now - through_ms / 1000)
+
+    def _start(self, clicks, results: list[ResultTable]) -> None:
+        """A result table without progress: from ``from_timestamp_ms`` if given, else the whole table."""
+        if self.from_timestamp_ms is None:
+            log.info("aggregate: %s: no progress recorded; totals of the whole click table first",
+                     ", ".join(r.rollup.table for r in results))
+            self._backfill(clicks, results)
+            return
+        try:
+            position = position_before(clicks, self.from_timestamp_ms)
+        except PositionLostError as exc:
+            raise FatalError(f"{exc}; start later (--from-timestamp) or from the whole table (no start)") from None
+        for result in results:
+            result.replace({}, position, None)
+        log.info("aggregate: counting clicks committed from %d on (after snapshot %d)", self.from_timestamp_ms,
+                 position)
+
+    def _rebuild(self, clicks, results: list[ResultTable], reason: str) -> None:
         if self.settings.pipeline.aggregate_on_snapshot_expired == "fail":
-            raise SnapshotExpiredError(
-                f"{reason}. The live aggregates' position in {self.source} was expired by maintenance. "
-                "Set LAKEHOUSE_PIPELINE__AGGREGATE_ON_SNAPSHOT_EXPIRED=rebuild to recompute from the whole table, "
-                "or keep snapshots longer than the aggregates may lag.")
-        log.warning("aggregate: %s; rebuilding: backfill from the current snapshot, then stream on", reason)
-        shutil.rmtree(self.checkpoint, ignore_errors=True)
+            raise FatalError(
+                f"{reason}. Set LAKEHOUSE_PIPELINE__AGGREGATE_ON_SNAPSHOT_EXPIRED=rebuild to recompute from the "
+                "whole table, or keep snapshots longer than the aggregates may lag.")
+        log.warning("aggregate: %s; rebuilding from the whole click table", reason)
+        self._backfill(clicks, results)
         self.rebuilds += 1
         metrics.AGGREGATE_REBUILDS.inc()
 
-    def run_until(self, stop: threading.Event, max_restarts: int = 100) -> None:
-        """Run the streaming query until ``stop``; rebuild or restart it when it dies."""
-        with StaleLockReaper(self.settings, self.tables):
-            self._supervise(stop, max_restarts)
-
-    def _supervise(self, stop: threading.Event, max_restarts: int) -> None:
-        failures = 0
-        while not stop.is_set():
-            query = self._start()
-            while query.isActive and not stop.is_set():
-                stop.wait(0.5)
-                self._track_position(query, self.state)
-            if stop.is_set():
-                _stop_between_batches(query)
-                return
-            error = query.exception()
-            message = str(error.desc if hasattr(error, "desc") else error) if error else "query ended"
-            if any(marker in message for marker in EXPIRED_MARKERS):
-                self._rebuild(message.splitlines()[0][:300])
-                continue
-            failures += 1
-            if failures > max_restarts:
-                raise RuntimeError(f"live aggregates failed {failures} times; last error: {message[:500]}")
-            delay = min(30, 2 ** min(failures, 5))
-            log.error("aggregate: query failed (%s); restarting from the checkpoint in %ds", message[:300], delay)
-            stop.wait(delay)
-
-    def close(self) -> None:
-        for query in self.spark.streams.active:
-            query.stop()
+    def _backfill(self, clicks, results: list[ResultTable]) -> None:
+        """Replace each result table's content by the totals of the click table's current snapshot."""
+        current = clicks.current_snapshot()
+        totals: list[dict[ru.Key, ru.Totals]] = [{} for _ in results]
+        rows, through_ms = 0, None
+        if current is not None:
+            now = dt.datetime.now(dt.timezone.utc)
+            scan = clicks.scan(snapshot_id=current.snapshot_id, selected_fields=ru.SOURCE_COLUMNS)
+            for batch in scan.to_arrow_batch_reader():  # the table's size in files, never in memory at once
+                part = pa.Table.from_batches([batch])
+                for result, into in zip(results, totals, strict=True):
+                    ru.add_rows(into, part, result.rollup, now)
+                rows += part.num_rows
+                newest = Increment(current.snapshot_id, part).through_ms
+                through_ms = max(filter(None, (through_ms, newest)), default=None)
+        position = current.snapshot_id if current is not None else FROM_THE_START
+        for result, into in zip(results, totals, strict=True):
+            result.replace(into, position, through_ms)
+        self._committed(rows, through_ms)

@@ -1,34 +1,34 @@
-"""The live aggregates: which click columns each groups by, and how a batch is merged in.
+"""The live aggregates: which click columns each groups by, and how click rows add to the totals.
 
-A micro-batch's partial totals are merged into the result table (views add up, the
-users' HyperLogLog sketches union), so the streaming query itself keeps no state. An
-epoch starts with a backfill (the totals of the click table at one snapshot, written
-atomically over the old content); the stream then merges what came after. Each commit records the
-streaming epoch and batch id (``lakehouse.stream-progress``): a batch Spark replays after
-a crash is recognised and skipped, which makes the result exactly-once.
+A rollup keeps one row per key: views and ``expendTime`` add up, the users' HyperLogLog
+sketch takes each ``uid``, the last event time moves forward. The sketches are Apache
+DataSketches HLL sketches serialized the way Spark's ``hll_sketch_agg`` writes them (HLL_8,
+updatable), so Spark's ``hll_union``/``hll_sketch_estimate`` read the stored column as before.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+import datetime as dt
+from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+import pyarrow as pa
+from datasketches import hll_sketch, tgt_hll_type
 
 from lakehouse.settings import Settings
-from pipeline.snapshot_properties import latest_property, sql_with_properties
 
-PROGRESS_PROPERTY = "lakehouse.stream-progress"
+#: the newest click-table snapshot a result commit includes: where the job goes on from (exactly once)
+PROGRESS_PROPERTY = "lakehouse.clicks-snapshot"
 #: the newest click ``ingest_time`` (epoch ms) a commit's batch read: which clicks the results reflect, so
 #: a reader (and the freshness benchmarks) can tell how far behind the click table they are
 THROUGH_PROPERTY = "lakehouse.clicks-through"
 #: HLL precision: 2^12 buckets, ~1.6 % standard error; exact while a key has few users
 HLL_LG_K = 12
 
-#: the click columns the rollups read (the streaming source projects just these)
+#: the click columns the rollups read
 SOURCE_COLUMNS = ("productId", "name", "product_price", "member_level", "uid", "expendTime", "event_time",
                   "ingest_time")
+
+Key = tuple
 
 
 @dataclass(frozen=True)
@@ -46,94 +46,64 @@ def rollups(settings: Settings) -> list[Rollup]:
     ]
 
 
-def fine_totals(clicks: DataFrame, rollups_: list[Rollup]) -> DataFrame:
-    """One pass over the clicks: partial totals per combination of every rollup's keys.
-
-    Each rollup's totals are then rolled up from these few rows (``rollup_totals``):
-    views and times add up, the users' HyperLogLog sketches union. Caching the click rows
-    instead, for one pass per rollup, cost 17 % of the Spark driver's CPU with the whole
-    system running (JFR, `lakehouse bench system`). ``through_ms`` is the newest click
-    batch read (``THROUGH_PROPERTY``).
-    """
-    keys = list(dict.fromkeys(k for r in rollups_ for k in r.keys))
-    return (clicks.groupBy(*keys)
-            .agg(F.count(F.lit(1)).alias("views"),
-                 F.hll_sketch_agg("uid", HLL_LG_K).alias("users_sketch"),
-                 F.coalesce(F.sum("expendTime"), F.lit(0)).cast("bigint").alias("expend_time_total"),
-                 F.max("event_time").alias("last_event_time"),
-                 F.max(F.unix_millis("ingest_time")).alias("through_ms")))
+def _new_sketch() -> hll_sketch:
+    return hll_sketch(HLL_LG_K, tgt_hll_type.HLL_8)
 
 
-def rollup_totals(fine: DataFrame, rollup: Rollup) -> DataFrame:
-    """One row per key of ``rollup``, shaped like its result table, from ``fine_totals``."""
-    return (fine.groupBy(*rollup.keys)
-            .agg(F.sum("views").cast("bigint").alias("views"),
-                 F.hll_union_agg("users_sketch").alias("users_sketch"),
-                 F.sum("expend_time_total").cast("bigint").alias("expend_time_total"),
-                 F.max("last_event_time").alias("last_event_time"))
-            .withColumn("unique_users", F.hll_sketch_estimate("users_sketch"))
-            .withColumn("updated_at", F.current_timestamp()))
+@dataclass
+class Totals:
+    """One result row's measures."""
+
+    views: int = 0
+    sketch: hll_sketch = field(default_factory=_new_sketch)
+    expend_time_total: int = 0
+    last_event_time: dt.datetime | None = None
+    updated_at: dt.datetime | None = None
 
 
-def merge_statement(rollup: Rollup, source_view: str) -> str:
-    on = " AND ".join(f"t.{k} <=> s.{k}" for k in rollup.keys)
-    union = "hll_union(t.users_sketch, s.users_sketch)"
-    return (
-        f"MERGE INTO {rollup.table} t USING {source_view} s ON {on} "
-        f"WHEN MATCHED THEN UPDATE SET t.views = t.views + s.views, t.users_sketch = {union}, "
-        f"t.unique_users = hll_sketch_estimate({union}), "
-        f"t.expend_time_total = t.expend_time_total + s.expend_time_total, "
-        f"t.last_event_time = greatest(t.last_event_time, s.last_event_time), t.updated_at = s.updated_at "
-        f"WHEN NOT MATCHED THEN INSERT *"
-    )
-
-
-def committed_progress(spark, table: str) -> tuple[str | None, int]:
-    """(epoch, last batch id) the table has absorbed; (None, -1) if none."""
-    value = latest_property(spark, table, PROGRESS_PROPERTY)
-    if value is None:
-        return None, -1
-    progress = json.loads(value)
-    return progress["epoch"], int(progress["batch"])
-
-
-def progress_properties(epoch: str, batch_id: int) -> dict[str, str]:
-    return {PROGRESS_PROPERTY: json.dumps({"epoch": epoch, "batch": batch_id}, separators=(",", ":"))}
-
-
-def merge_batch(fine: DataFrame, rollup: Rollup, epoch: str, batch_id: int,
-                done: tuple[str | None, int] | None = None, through_ms: int | None = None) -> bool:
-    """Merge one batch's ``fine_totals`` into ``rollup.table`` unless that table already has it; True if merged.
-
-    ``done`` is the table's progress if the caller knows it (it wrote the last commit
-    itself), which saves reading the metadata tables on every batch. Runs in the batch's
-    own session: a streaming batch's temp views live there.
-    """
-    spark = fine.sparkSession
-    done_epoch, done_batch = done if done is not None else committed_progress(spark, rollup.table)
-    if done_epoch == epoch and done_batch >= batch_id:
-        return False
-    view = f"_batch_{rollup.table.replace('.', '_')}"
-    rollup_totals(fine, rollup).createOrReplaceTempView(view)
-    properties = progress_properties(epoch, batch_id)
-    if through_ms is not None:
-        properties[THROUGH_PROPERTY] = str(through_ms)
-    sql_with_properties(spark, merge_statement(rollup, view), properties)
-    return True
-
-
-def backfill(clicks: DataFrame | None, rollup: Rollup, epoch: str) -> None:
-    """Start an epoch: replace the table's content by the totals of ``clicks`` (None = empty), atomically.
-
-    Skipped if the table already belongs to this epoch (a restart after the backfill).
-    """
-    spark = clicks.sparkSession if clicks is not None else SparkSession.active()
-    done_epoch, _ = committed_progress(spark, rollup.table)
-    if done_epoch == epoch:
+def add_rows(totals: dict[Key, Totals], rows: pa.Table, rollup: Rollup, now: dt.datetime) -> None:
+    """Add click ``rows`` (with ``SOURCE_COLUMNS``) to ``totals``, in place; a row of nulls counts as a key too."""
+    if rows.num_rows == 0:
         return
-    schema = spark.table(rollup.table).schema
-    totals = (rollup_totals(fine_totals(clicks, [rollup]), rollup) if clicks is not None
-              else spark.createDataFrame([], schema))
-    (totals.select(*schema.fieldNames()).writeTo(rollup.table)
-     .option(f"snapshot-property.{PROGRESS_PROPERTY}", progress_properties(epoch, -1)[PROGRESS_PROPERTY])
-     .overwrite(F.lit(True)))
+    keys = list(rollup.keys)
+    grouped = rows.select([*keys, "uid", "expendTime", "event_time"]).group_by(keys, use_threads=False).aggregate(
+        [("uid", "list"), ("expendTime", "sum"), ("event_time", "max"), ([], "count_all")])
+    key_values = zip(*(grouped.column(k).to_pylist() for k in keys), strict=True)
+    for key, uids, expend, last, views in zip(key_values, grouped.column("uid_list").to_pylist(),
+                                               grouped.column("expendTime_sum").to_pylist(),
+                                               grouped.column("event_time_max").to_pylist(),
+                                               grouped.column("count_all").to_pylist(), strict=True):
+        entry = totals.setdefault(key, Totals())
+        entry.views += views
+        for uid in uids:
+            if uid is not None:  # as hll_sketch_agg: a null uid is no user
+                entry.sketch.update(uid)
+        entry.expend_time_total += expend or 0
+        if last is not None and (entry.last_event_time is None or last > entry.last_event_time):
+            entry.last_event_time = last
+        entry.updated_at = now
+
+
+def to_arrow(totals: dict[Key, Totals], rollup: Rollup, schema: pa.Schema) -> pa.Table:
+    """The result table's rows (``schema``: the table's, as Arrow)."""
+    items = list(totals.items())
+    columns: dict[str, list] = {k: [key[i] for key, _ in items] for i, k in enumerate(rollup.keys)}
+    columns.update(
+        views=[t.views for _, t in items],
+        # as Spark's hll_sketch_estimate: the estimate rounded half up
+        unique_users=[int(t.sketch.get_estimate() + 0.5) for _, t in items],
+        users_sketch=[t.sketch.serialize_updatable() for _, t in items],
+        expend_time_total=[t.expend_time_total for _, t in items],
+        last_event_time=[t.last_event_time for _, t in items],
+        updated_at=[t.updated_at for _, t in items])
+    return pa.Table.from_pydict({f.name: columns[f.name] for f in schema}, schema=schema)
+
+
+def from_arrow(rows: pa.Table, rollup: Rollup) -> dict[Key, Totals]:
+    """The totals a result table holds."""
+    totals: dict[Key, Totals] = {}
+    for row in rows.to_pylist():
+        sketch = hll_sketch.deserialize(row["users_sketch"]) if row["users_sketch"] else _new_sketch()
+        totals[tuple(row[k] for k in rollup.keys)] = Totals(
+            row["views"] or 0, sketch, row["expend_time_total"] or 0, row["last_event_time"], row["updated_at"])
+    return totals

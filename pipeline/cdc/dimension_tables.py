@@ -7,12 +7,9 @@ read them like every other table. The key column is the table's identifier field
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
-from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
 from pyiceberg.schema import Schema
-from pyiceberg.table.snapshots import ancestors_of
 from pyiceberg.types import (
     DecimalType,
     IntegerType,
@@ -23,9 +20,8 @@ from pyiceberg.types import (
 
 from lakehouse.settings import Settings
 from pipeline.kafka_source import offsets as kafka_offsets
+from pipeline.pyiceberg_tables import ensure_table, newest_summary_with
 from pipeline.tables import COMMON_PROPERTIES, UPSERT_PROPERTIES
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -56,31 +52,10 @@ def ensure_dimension_tables(settings: Settings, catalog=None) -> None:
     from lakehouse.catalog import pyiceberg_catalog
 
     catalog = catalog or pyiceberg_catalog(settings)
-    wanted = {**COMMON_PROPERTIES, **UPSERT_PROPERTIES}
     for dimension in dimensions(settings).values():
-        namespace = dimension.table.split(".")[0]
-        try:
-            catalog.create_namespace(namespace)
-        except NamespaceAlreadyExistsError:
-            pass
-        try:
-            catalog.create_table(dimension.table, dimension.schema, properties=wanted)
-            log.info("created %s", dimension.table)
-            continue
-        except TableAlreadyExistsError:
-            pass
-        table = catalog.load_table(dimension.table)
-        missing = {k: v for k, v in UPSERT_PROPERTIES.items() if table.properties.get(k) != v}
-        if missing:
-            with table.transaction() as tx:
-                tx.set_properties(missing)
+        ensure_table(catalog, dimension.table, dimension.schema, {**COMMON_PROPERTIES, **UPSERT_PROPERTIES})
 
 
 def committed_position(table) -> kafka_offsets.Position:
     """The Kafka position the newest snapshot of the current lineage that recorded one holds (a PyIceberg table)."""
-    current = table.current_snapshot()
-    for snapshot in ancestors_of(current, table.metadata) if current else ():
-        summary = snapshot.summary.additional_properties if snapshot.summary else {}
-        if kafka_offsets.OFFSETS_PROPERTY in summary:
-            return kafka_offsets.position_of(summary)
-    return kafka_offsets.Position()
+    return kafka_offsets.position_of(newest_summary_with(table, kafka_offsets.OFFSETS_PROPERTY))

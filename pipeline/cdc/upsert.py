@@ -16,31 +16,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import warnings
 from decimal import Decimal, InvalidOperation
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.expressions import In
-from pyiceberg.table import Transaction
-from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.table.update import update_table_metadata
-from tenacity import (
-    Retrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_exponential,
-)
+
+from pipeline.pyiceberg_tables import CachedTransaction, commit_attempts
 
 log = logging.getLogger(__name__)
-
-# A batch of inserts deletes keys no file holds yet; that is the normal case, not news.
-warnings.filterwarnings("ignore", message="Delete operation did not match any records")
-
-#: attempts of a commit that lost a race with another writer (maintenance rewriting the table)
-COMMIT_ATTEMPTS = 6
-
 
 def newest_per_key(changes: pa.Table) -> pa.Table:
     """Each key's last change in source (binlog) order, whatever order the batch arrived in."""
@@ -95,25 +79,6 @@ def json_text(value) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-class _Transaction(Transaction):
-    """PyIceberg's transaction, with its metadata worked out once per staged change.
-
-    ``Transaction.table_metadata`` applies the staged updates to a deep copy of the table's
-    metadata on every access, and a delete reads it three times per file it looks at: 150
-    deep copies a batch, 4.5 s of a 7 s commit on a table of 91 snapshots (profiled). The
-    metadata models are immutable, so one copy per set of staged updates serves every read.
-    """
-
-    _cached: tuple[tuple, TableMetadata] | None = None
-
-    @property
-    def table_metadata(self) -> TableMetadata:
-        key = (id(self._table.metadata), len(self._updates))
-        if self._cached is None or self._cached[0] != key:
-            self._cached = (key, update_table_metadata(self._table.metadata, self._updates))
-        return self._cached[1]
-
-
 class DimensionWriter:
     """Applies batches to one dimension table through a catalog of its own (one thread uses it).
 
@@ -140,16 +105,14 @@ class DimensionWriter:
         newest = newest_per_key(changes)
         batch_keys = newest.column("pk").to_pylist()
         upserted = set(newest.filter(pc.not_equal(newest.column("op"), "d")).column("pk").to_pylist())
-        for attempt in Retrying(retry=retry_if_exception_type(CommitFailedException), reraise=True,
-                                stop=stop_after_attempt(COMMIT_ATTEMPTS),
-                                wait=wait_exponential(multiplier=0.2, max=5)):
+        for attempt in commit_attempts():
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
                     log.info("dims: %s changed under the commit; applying the batch again", self.name)
                     self.reload()
                 rows = after_images(newest, self.columns, self.table.schema().as_arrow())
                 existing = [k for k in batch_keys if k in self.keys]
-                with _Transaction(self.table) as tx:
+                with CachedTransaction(self.table) as tx:
                     if existing:
                         tx.delete(In(self.key, existing), snapshot_properties=properties)
                     tx.append(rows, snapshot_properties=properties)  # also when empty: it records the offsets

@@ -1,4 +1,4 @@
-"""Live aggregates: exact under replays, compaction and snapshot expiry."""
+"""Live aggregates: exact under restarts, compaction and snapshot expiry; their sketches read by Spark."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.aggregates import rollups as ru
 from pipeline.aggregates.live import LiveAggregates
+from pipeline.runner import run_loop
 from tests.pipeline.aggregate_support import actual_product_views, append_clicks, click_rows, expected_product_views
 
 
@@ -21,7 +22,6 @@ def agg_settings(click_settings, tmp_path):
     s.catalog.product_views_table = f"ads_test.product_views_{suffix}"
     s.catalog.member_activity_table = f"ads_test.member_activity_{suffix}"
     s.catalog.daily_users_table = f"ads_test.daily_users_{suffix}"
-    s.pipeline.checkpoint_dir = tmp_path / "checkpoints"
     s.pipeline.aggregate_trigger_seconds = 0.5
     return s
 
@@ -48,7 +48,8 @@ class Running:
     def __init__(self, spark, settings):
         self.job = LiveAggregates(spark, settings)
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.job.run_until, args=(self.stop,), daemon=True)
+        trigger = settings.pipeline.aggregate_trigger_seconds
+        self.thread = threading.Thread(target=run_loop, args=(self.job, trigger, self.stop), daemon=True)
 
     def __enter__(self) -> LiveAggregates:
         self.thread.start()
@@ -79,8 +80,8 @@ def test_expired_position_rebuilds_the_aggregates_exactly(spark, agg_settings):
     append_clicks(spark, agg_settings, click_rows(200, rng))
     with Running(spark, agg_settings) as job:
         wait_until(lambda: matches(spark, agg_settings), 120, "first aggregates")
-        append_clicks(spark, agg_settings, click_rows(100, rng))  # streamed: a position in Spark's checkpoint
-        wait_until(lambda: matches(spark, agg_settings) and job.state.get("position_snapshot"), 120, "streamed")
+        append_clicks(spark, agg_settings, click_rows(100, rng))  # read as an increment after the backfill
+        wait_until(lambda: matches(spark, agg_settings) and job.results[0].position, 120, "increment")
     for _ in range(2):
         append_clicks(spark, agg_settings, click_rows(100, rng))
     table = agg_settings.catalog.clicks_table
@@ -94,17 +95,28 @@ def test_expired_position_rebuilds_the_aggregates_exactly(spark, agg_settings):
     assert sum(v[0] for v in actual_product_views(spark, agg_settings).values()) == 500
 
 
-def test_a_replayed_batch_is_not_counted_twice(spark, agg_settings):
+def test_a_restart_counts_nothing_twice_and_spark_reads_the_sketches(spark, agg_settings):
     rng = random.Random(5)
-    job = LiveAggregates(spark, agg_settings)
-    job.epoch = "e1"
-    for rollup in job.rollups:
-        ru.backfill(None, rollup, job.epoch)
-    batch = spark.createDataFrame(click_rows(50, rng)).select(*ru.SOURCE_COLUMNS, "ingest_time")
-    job.apply_batch(batch, 0)
-    job.apply_batch(batch, 0)  # Spark replays a batch whose commit it did not record
-    job.apply_batch(batch, 1)
-    total = spark.table(agg_settings.catalog.product_views_table).groupBy().sum("views").first()[0]
-    assert total == 100
-    levels = spark.table(agg_settings.catalog.member_activity_table).groupBy().sum("views").first()[0]
-    assert levels == 100
+    append_clicks(spark, agg_settings, click_rows(50, rng))
+    first = LiveAggregates(None, agg_settings)
+    assert first.run_once() > 0  # no progress yet: the backfill
+    append_clicks(spark, agg_settings, click_rows(50, rng))
+    assert first.run_once() == 50  # the new append, read from the files it added
+    assert first.run_once() == 0
+    restarted = LiveAggregates(None, agg_settings)  # as after a kill: the position comes from the result tables
+    assert restarted.run_once() == 0
+    cat = agg_settings.catalog
+    assert spark.table(cat.product_views_table).groupBy().sum("views").first()[0] == 100
+    assert spark.table(cat.member_activity_table).groupBy().sum("views").first()[0] == 100
+    assert matches(spark, agg_settings)
+    # the stored sketches are Spark's own format: its HLL functions estimate and union them
+    rows = spark.sql(f"SELECT unique_users, hll_sketch_estimate(users_sketch) AS spark_estimate "
+                     f"FROM {cat.member_activity_table}").collect()
+    assert rows and all(r.unique_users == r.spark_estimate for r in rows)
+    union = spark.sql(f"SELECT hll_sketch_estimate(hll_union_agg(users_sketch)) FROM {cat.member_activity_table}")
+    distinct = spark.sql(f"SELECT count(DISTINCT uid) FROM {cat.clicks_table}").first()[0]
+    assert union.first()[0] == distinct  # 40 users: the sketch is exact at this size
+    progress = spark.sql(f"SELECT summary['{ru.PROGRESS_PROPERTY}'] AS p FROM {cat.product_views_table}.snapshots "
+                         f"ORDER BY committed_at DESC LIMIT 1").first().p
+    newest = spark.sql(f"SELECT snapshot_id FROM {cat.clicks_table}.snapshots ORDER BY committed_at DESC LIMIT 1")
+    assert int(progress) == newest.first().snapshot_id  # the result commit names the click snapshot it includes

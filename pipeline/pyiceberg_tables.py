@@ -1,0 +1,86 @@
+"""What the Spark-free writers (dimension apply, live aggregates) share about PyIceberg tables.
+
+Creating a table idempotently with its declared properties, reading a property the newest
+snapshot of the current lineage recorded, a transaction that does not copy the table's
+metadata on every read, and the retry of a commit that lost a race with another writer.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Iterator
+
+from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsError, TableAlreadyExistsError
+from pyiceberg.schema import Schema
+from pyiceberg.table import Transaction
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import ancestors_of
+from pyiceberg.table.update import update_table_metadata
+from tenacity import AttemptManager, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+log = logging.getLogger(__name__)
+
+# A batch of inserts deletes keys no file holds yet, an overwrite empties an empty table: the normal case, not news.
+warnings.filterwarnings("ignore", message="Delete operation did not match any records")
+
+#: attempts of a commit that lost a race with another writer (maintenance rewriting the table)
+COMMIT_ATTEMPTS = 6
+
+
+def ensure_table(catalog, name: str, schema: Schema, properties: dict[str, str]) -> None:
+    """Create ``name`` if missing; give an existing one the properties declared since it was made."""
+    try:
+        catalog.create_namespace(name.split(".")[0])
+    except NamespaceAlreadyExistsError:
+        pass
+    try:
+        catalog.create_table(name, schema, properties=properties)
+        log.info("created %s", name)
+        return
+    except TableAlreadyExistsError:
+        pass
+    table = catalog.load_table(name)
+    missing = {k: v for k, v in properties.items() if k != "format-version" and table.properties.get(k) != v}
+    if missing:
+        with table.transaction() as tx:
+            tx.set_properties(missing)
+
+
+def newest_summary_with(table, key: str) -> dict[str, str]:
+    """The summary of the newest snapshot in the current lineage that recorded ``key``; {} if none.
+
+    Maintenance's commits (compaction, manifest rewrites) record no writer properties, so the
+    newest snapshot is not always the one to read.
+    """
+    current = table.current_snapshot()
+    for snapshot in ancestors_of(current, table.metadata) if current else ():
+        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        if key in summary:
+            return summary
+    return {}
+
+
+def commit_attempts() -> Iterator[AttemptManager]:
+    """``for attempt in commit_attempts(): with attempt: ...`` retries a commit another writer beat."""
+    return iter(Retrying(retry=retry_if_exception_type(CommitFailedException), reraise=True,
+                         stop=stop_after_attempt(COMMIT_ATTEMPTS), wait=wait_exponential(multiplier=0.2, max=5)))
+
+
+class CachedTransaction(Transaction):
+    """PyIceberg's transaction, with its metadata worked out once per staged change.
+
+    ``Transaction.table_metadata`` applies the staged updates to a deep copy of the table's
+    metadata on every access, and a delete reads it three times per file it looks at: 150
+    deep copies a batch, 4.5 s of a 7 s commit on a table of 91 snapshots (profiled). The
+    metadata models are immutable, so one copy per set of staged updates serves every read.
+    """
+
+    _cached: tuple[tuple, TableMetadata] | None = None
+
+    @property
+    def table_metadata(self) -> TableMetadata:
+        key = (id(self._table.metadata), len(self._updates))
+        if self._cached is None or self._cached[0] != key:
+            self._cached = (key, update_table_metadata(self._table.metadata, self._updates))
+        return self._cached[1]
