@@ -11,6 +11,7 @@ import logging
 import warnings
 from collections.abc import Iterator
 
+import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsError, TableAlreadyExistsError
 from pyiceberg.schema import Schema
 from pyiceberg.table import Transaction
@@ -59,6 +60,28 @@ def newest_summary_with(table, key: str) -> dict[str, str]:
         if key in summary:
             return summary
     return {}
+
+
+def replace_contents(table, rows: pa.Table, properties: dict[str, str]) -> None:
+    """One ``overwrite`` snapshot: every data file of ``table`` out, ``rows`` in (one file for a small table).
+
+    For the small tables whose one writer holds their whole content (dimensions, aggregate
+    results): PyIceberg's ``overwrite`` is a delete and an append, two snapshots with a
+    manifest list each, and a row-level delete reads and rewrites every file that may hold a
+    changed key. Replacing the files costs one new file and one snapshot whatever changed.
+    Delete files of older writers stay behind: they apply to older data files only.
+    """
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    with CachedTransaction(table) as tx:
+        current = [task.file for task in table.scan().plan_files()]
+        with tx.update_snapshot(snapshot_properties=properties).overwrite() as producer:
+            for data_file in current:
+                producer.delete_data_file(data_file)
+            if rows.num_rows:
+                for data_file in _dataframe_to_data_files(tx.table_metadata, rows, table.io,
+                                                          write_uuid=producer.commit_uuid):
+                    producer.append_data_file(data_file)
 
 
 def commit_attempts() -> Iterator[AttemptManager]:

@@ -41,7 +41,7 @@ from pipeline.aggregates.increments import (
     snapshots_after,
 )
 from pipeline.aggregates.tables import ensure_aggregate_tables
-from pipeline.pyiceberg_tables import CachedTransaction, commit_attempts, newest_summary_with
+from pipeline.pyiceberg_tables import commit_attempts, newest_summary_with, replace_contents
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +90,7 @@ class ResultTable:
         properties = {ru.PROGRESS_PROPERTY: str(position)}
         if through_ms is not None:
             properties[ru.THROUGH_PROPERTY] = str(through_ms)
-        with CachedTransaction(self.table) as tx:
-            tx.overwrite(ru.to_arrow(totals, self.rollup, self.arrow_schema), snapshot_properties=properties)
+        replace_contents(self.table, ru.to_arrow(totals, self.rollup, self.arrow_schema), properties)
 
 
 class LiveAggregates:

@@ -58,7 +58,8 @@ def test_after_images_take_the_table_types_and_a_value_that_does_not_fit_reads_n
 
 
 @pytest.mark.stack
-def test_a_batch_applied_twice_leaves_the_same_rows(settings):
+@pytest.mark.parametrize("whole_table_rows", [50_000, 0], ids=["replace-the-table", "row-level"])
+def test_a_batch_applied_twice_leaves_the_same_rows(settings, whole_table_rows):
     from lakehouse.catalog import pyiceberg_catalog
 
     s = settings.model_copy(deep=True)
@@ -66,7 +67,7 @@ def test_a_batch_applied_twice_leaves_the_same_rows(settings):
     s.catalog.products_table, s.catalog.members_table = f"ods_test.products_{stamp}", f"ods_test.members_{stamp}"
     ensure_dimension_tables(s)
     table = dimensions(s)["products"].table
-    writer = DimensionWriter(pyiceberg_catalog(s), table, "productId", PRODUCT_COLUMNS)
+    writer = DimensionWriter(pyiceberg_catalog(s), table, "productId", PRODUCT_COLUMNS, whole_table_rows)
     writer.apply(changes(("c", "1", 1, product("1", "1")), ("c", "2", 2, product("2", "2"))),
                  kafka_offsets.commit_properties({"t": {0: 2}}, {}))
     batch = changes(("u", "1", 3, product("1", "9")), ("d", "2", 4, None), ("c", "3", 5, product("3", "3")))
@@ -76,5 +77,7 @@ def test_a_batch_applied_twice_leaves_the_same_rows(settings):
     assert rows == [("1", Decimal("9.0000")), ("3", Decimal("3.0000"))]
     assert writer.keys == {"1", "3"}
     assert committed_position(writer.table).offsets == {"t": {0: 5}}
+    if whole_table_rows:  # each batch replaced the content: one file holds the table
+        assert len(list(writer.table.scan().plan_files())) == 1
     fresh = DimensionWriter(pyiceberg_catalog(s), table, "productId", PRODUCT_COLUMNS)  # a restart reads the keys
     assert fresh.keys == {"1", "3"}
