@@ -25,6 +25,7 @@ app = typer.Typer(help="Benchmarks on the local stack; figures are printed and s
 def ingest(
     rate: Annotated[float, typer.Option(help="Events per second to produce.")] = 10_000,
     duration: Annotated[float, typer.Option(help="Seconds to produce for (the goal is stated for 600).")] = 60,
+    record: Annotated[bool, typer.Option(help="Also append the figures as dated rows to docs/benchmarks.md.")] = False,
 ) -> None:
     """Sustained events/s and freshness p50/p95/p99 of the click pipeline, vs a Spark-less raw ceiling."""
     from pipeline.benchmark import run, save
@@ -51,6 +52,10 @@ def ingest(
         ("pipeline / raw ceiling", f"{result.ratio:.0%}"),
     ])
     console.print(f"saved {save(result, out)}")
+    if record:
+        from lakehouse.bench_record import ingest_figures
+
+        _record(ingest_figures(result, f"bench ingest --rate {rate:.0f} --duration {duration:.0f}"))
     run_report(settings, out, time.monotonic() - began)
 
 
@@ -200,6 +205,7 @@ def system(
     rate: Annotated[float, typer.Option(help="ClickEvents per second (Locust, 1 % deliberately bad).")] = 2000,
     changes: Annotated[float, typer.Option(help="Database changes per second (Locust).")] = 20,
     duration: Annotated[float, typer.Option(help="Seconds of load (the goal is stated for 600).")] = 600,
+    record: Annotated[bool, typer.Option(help="Also append the figures as dated rows to docs/benchmarks.md.")] = False,
 ) -> None:
     """Everything running together, as `make demo` runs it: freshness per table and exactly-once checks.
 
@@ -229,9 +235,21 @@ def system(
     for c in result.checks:
         console.print(f"{'[green]exact' if c.ok else '[red]NOT exact'}[/]: {c.name} ({c.detail})")
     console.print(f"saved {result.save(out)}")
+    if record:
+        from lakehouse.bench_record import system_figures
+
+        _record(system_figures(result, f"bench system --rate {rate:.0f} --changes {changes:g} "
+                                       f"--duration {duration:.0f}"))
     run_report(settings, out, time.monotonic() - began)
     if not result.exact:
         raise typer.Exit(1)
+
+
+def _record(figures) -> None:
+    from lakehouse.bench_record import BENCHMARKS_MD, append_rows
+
+    append_rows(figures)
+    console.print(f"appended {len(figures)} rows to {BENCHMARKS_MD.relative_to(REPO_ROOT)}")
 
 
 @app.command()
