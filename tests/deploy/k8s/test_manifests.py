@@ -46,7 +46,9 @@ def test_overlay_renders_the_whole_system(docs):
     kinds = {d["kind"] for d in docs}
     assert {"Namespace", "Kafka", "KafkaNodePool", "KafkaTopic", "StatefulSet", "Deployment", "Job", "Service",
             "SparkApplication", "ScheduledSparkApplication", "NetworkPolicy", "Secret", "ConfigMap"} <= kinds
-    assert {d["metadata"]["name"] for d in by_kind(docs, "SparkApplication")} == {"clicks", "dims", "aggregates", "maintenance"}
+    assert {d["metadata"]["name"] for d in by_kind(docs, "SparkApplication")} == {"clicks", "maintenance"}
+    # the Spark-free writers are plain Deployments, one replica each
+    assert {"cdc-capture", "dims-apply", "live-aggregates"} <= {d["metadata"]["name"] for d in by_kind(docs, "Deployment")}
     assert {d["spec"]["topicName"] for d in by_kind(docs, "KafkaTopic")} == set(cluster_settings().topics())
     assert all(d["metadata"].get("namespace") == "lakehouse" for d in docs if d["kind"] != "Namespace")
     deny = named(docs, "NetworkPolicy", "default-deny")
@@ -186,7 +188,7 @@ def test_a_missing_configmap_and_a_drifted_topic_fail(docs):
 
 
 def test_an_entrypoint_missing_from_the_repo_fails(docs):
-    broken = copy.deepcopy(named(docs, "SparkApplication", "dims"))
+    broken = copy.deepcopy(named(docs, "SparkApplication", "clicks"))
     broken["spec"]["mainApplicationFile"] = "local:///opt/lakehouse/pipeline/nope.py"
     assert any("nope.py" in p for p in xref.entrypoints([broken]))
 
