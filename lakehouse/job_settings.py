@@ -7,7 +7,6 @@ and names because these are tuning knobs, read by the jobs only.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -48,7 +47,6 @@ class PipelineSettings(BaseModel):
     aggregate_on_snapshot_expired: Literal["rebuild", "fail"] = Field(
         "rebuild", description="When the live aggregates' position was expired by maintenance: recompute the "
                                "aggregates from the whole table, or stop with an error.")
-    checkpoint_dir: Path | None = Field(None, description="Spark streaming checkpoints (default <run_dir>/checkpoints).")
     min_free_disk_mb: int = Field(
         256, ge=0, description="Writers start no batch while the run directory's disk has less free space than "
                                "this (the local stack keeps its object store and databases there): they wait, "

@@ -279,10 +279,6 @@ class Settings(BaseSettings):
         topics[self.cdc_position_topic] = 1
         return topics
 
-    def checkpoint_path(self, query: str) -> Path:
-        """Where a Spark streaming query keeps its checkpoint."""
-        return (self.pipeline.checkpoint_dir or self.run_dir / "checkpoints") / query
-
     @cached_property
     def credentials_path(self) -> Path:
         return self.run_dir / CREDENTIALS_FILE

@@ -71,7 +71,6 @@ def system_settings(settings: Settings, tag: str) -> Settings:
     c = s.catalog
     c.products_table, c.members_table = f"system.products_{tag}", f"system.members_{tag}"
     c.product_views_table, c.member_activity_table = f"system.product_views_{tag}", f"system.member_activity_{tag}"
-    s.pipeline.checkpoint_dir = s.run_dir / "checkpoints" / f"system_{tag}"
     return s
 
 

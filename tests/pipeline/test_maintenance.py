@@ -92,12 +92,11 @@ def test_maintenance_next_to_the_click_pipeline_keeps_every_event_exactly_once(s
     assert max(r.n for r in files) <= s.maintenance.compact_small_files
 
 
-def test_expiry_never_breaks_the_live_aggregates(spark, click_settings, tmp_path):
+def test_expiry_never_breaks_the_live_aggregates(spark, click_settings):
     s = eager(click_settings)
     suffix = s.catalog.clicks_table.rsplit("_", 1)[1]
     s.catalog.product_views_table = f"ads_test.product_views_{suffix}"
     s.catalog.member_activity_table = f"ads_test.member_activity_{suffix}"
-    s.pipeline.checkpoint_dir = tmp_path / "checkpoints"
     s.pipeline.aggregate_trigger_seconds = 0.5
     rng = random.Random(8)
     append_clicks(spark, s, click_rows(200, rng))
