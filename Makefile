@@ -9,7 +9,7 @@ LAKEHOUSE := $(BIN)/lakehouse
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install debs artifacts checkov demo test down-local status-local clean bench bench-ingest bench-system bench-headroom bench-load bench-cdc soak soak-pair chaos test-chaos \
+.PHONY: help install debs artifacts checkov demo lint test-unit test down-local status-local clean bench bench-ingest bench-system bench-headroom bench-load bench-cdc soak soak-pair chaos test-chaos \
         up down status trino load k8s-generate k8s-validate k8s-crds
 
 help: ## List the targets
@@ -49,7 +49,14 @@ $(CHECKOV): deploy/k8s/checkov.lock
 demo: install ## The whole story on the local stack (KEEP=1 leaves the stack up afterwards)
 	@$(LAKEHOUSE) demo $(if $(KEEP),--keep-running,)
 
-test: install ## The test suite, chaos CI subset included (starts its own stacks on shifted ports)
+lint: install ## ruff over the tree, mypy over the base settings and pipeline/ (config in pyproject.toml)
+	@$(BIN)/ruff check .
+	@$(BIN)/mypy
+
+test-unit: install ## The tests that need no services (no stack, no Spark): about a minute
+	@$(BIN)/pytest -m "not stack and not slow and not chaos" $(PYTEST_ARGS)
+
+test: install lint ## Lint, then the test suite, chaos CI subset included (starts its own stacks on shifted ports)
 	@$(BIN)/pytest $(PYTEST_ARGS)
 
 test-chaos: install ## Only the chaos suite's CI subset (~18 min; its own stack on ports +200)

@@ -149,8 +149,9 @@ def build_helper_jar(tools_dir: Path) -> Path:
     javac = shutil.which("javac")
     if javac is None:
         raise RuntimeError("javac not found: install Debian's openjdk-17-jdk-headless (make install does)")
-    import pyspark
     import tempfile
+
+    import pyspark
 
     classpath = os.pathsep.join([f"{Path(pyspark.__file__).parent / 'jars'}/*", str(tools_dir / "jars" / "*")])
     with tempfile.TemporaryDirectory() as build:

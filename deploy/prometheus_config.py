@@ -8,7 +8,6 @@ import yaml
 
 from lakehouse.settings import Settings
 
-
 RULES_FILE = "lakehouse-rules.yml"
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -71,7 +72,7 @@ def _quantiles(spark, name: str, tables: str, delays_sql: str) -> Freshness:
     row = spark.sql(f"SELECT percentile_approx(delay_ms / 1000.0, array(0.5, 0.95, 0.99), 10000) AS q, "
                     f"count(*) AS n FROM ({delays_sql})").first()
     q = [float(x) for x in row.q] if row.q else [math.nan] * 3
-    return Freshness(name, tables, *q, int(row.n))
+    return Freshness(name, tables, q[0], q[1], q[2], int(row.n))
 
 
 def clicks(spark, table: str, since_ms: int) -> Freshness:
@@ -135,7 +136,7 @@ def _as_ms(rows: pa.Table, *columns: str) -> pa.Table:
     return rows
 
 
-def quantiles(values: list[float], percents: tuple[int, ...]) -> list[float]:
+def quantiles(values: Sequence[float], percents: tuple[int, ...]) -> list[float]:
     """The given percentiles of ``values`` (linear between the nearest ranks)."""
     if len(values) == 1:
         return [float(values[0])] * len(percents)
@@ -147,7 +148,7 @@ def _from_delays(name: str, tables: str, delays_ms: list[int]) -> Freshness:
     if not delays_ms:
         return Freshness(name, tables, math.nan, math.nan, math.nan, 0)
     q = [x / 1000 for x in quantiles(delays_ms, (50, 95, 99))]
-    return Freshness(name, tables, *q, len(delays_ms))
+    return Freshness(name, tables, q[0], q[1], q[2], len(delays_ms))
 
 
 def aggregates(spark, settings: Settings, since_ms: int) -> Freshness:

@@ -162,13 +162,13 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     from confluent_kafka.admin import NewTopic
 
     from deploy.local.services.broker import admin_client
+    from lakehouse.soak_reader import cost_in_fresh_process
     from pipeline.app import run_jobs
     from pipeline.benchmark import bench_settings
-    from pipeline.metrics import BATCH_PHASE_SECONDS, BATCH_SECONDS, E2E_LATENCY, window_quantile
     from pipeline.clicks.job import ClickIngestJob
     from pipeline.kafka_source.planner import records_in_topic
+    from pipeline.metrics import BATCH_PHASE_SECONDS, BATCH_SECONDS, E2E_LATENCY, window_quantile
     from pipeline.spark_session import build_session
-    from lakehouse.soak_reader import cost_in_fresh_process
 
     s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"), "soak")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -230,7 +230,8 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
             samples.append(sample)
             progress(f"  t={sample.elapsed_s:>6.0f}s rows={committed:>9,} files/partition={worst:>3} "
                      f"deletes={deletes} snapshots={snaps:>3} manifests={manifest_bytes / 1024:,.0f} KiB "
-                     f"queries={sample.query_ms:,.0f} ms ({sample.query_cpu_ms:,.0f} ms CPU) freshness p95={sample.freshness_p95_s} s "
+                     f"queries={sample.query_ms:,.0f} ms ({sample.query_cpu_ms:,.0f} ms CPU) "
+                     f"freshness p95={sample.freshness_p95_s} s "
                      f"batch={sample.batch_s_mean} s (plan {sample.plan_s_mean}, write {sample.write_s_mean}, "
                      f"dead letters {sample.dead_letters_s_mean}) maintenance: compact={sample.compact_s} s "
                      f"expire={sample.expire_s} s other={sample.other_maintenance_s} s; "

@@ -86,9 +86,8 @@ def private_broker(settings: Settings, log_path: Path) -> Iterator[Settings]:
     The stack's broker stores its log in S3 and slows down as partitions grow (docs/local-stack.md,
     "Broker durability"); an hour of load would measure the broker, not the tables.
     """
-    from deploy.local.services.broker import Broker
-
     from deploy.local.processes import free_port
+    from deploy.local.services.broker import Broker
 
     port = free_port(settings.kafka.host)
     s = settings.model_copy(deep=True)

@@ -26,10 +26,13 @@ from loadgen.db_changes import ShopChanges
 @events.init_command_line_parser.add_listener
 def _options(parser):
     group = parser.add_argument_group("lakehouse")
-    group.add_argument("--event-rate", type=float, default=1000, env_var="LOCUST_EVENT_RATE", help="Target ClickEvents/s, all users together.")
-    group.add_argument("--bad-share", type=float, default=0.0, env_var="LOCUST_BAD_SHARE", help="Share of deliberately bad events (0-1).")
+    group.add_argument("--event-rate", type=float, default=1000, env_var="LOCUST_EVENT_RATE",
+                       help="Target ClickEvents/s, all users together.")
+    group.add_argument("--bad-share", type=float, default=0.0, env_var="LOCUST_BAD_SHARE",
+                       help="Share of deliberately bad events (0-1).")
     group.add_argument("--batch-max", type=int, default=500, help="Most events one task iteration sends.")
-    group.add_argument("--db-change-rate", type=float, default=0.0, env_var="LOCUST_DB_CHANGE_RATE", help="Database changes/s (0 = none).")
+    group.add_argument("--db-change-rate", type=float, default=0.0, env_var="LOCUST_DB_CHANGE_RATE",
+                       help="Database changes/s (0 = none).")
     group.add_argument("--summary-file", default="", help="Write the final per-kind counts here (JSON) on exit.")
 
 

@@ -64,7 +64,8 @@ def command(rate: float, duration: float, shape: str, bad_share: float, users: i
     cmd = [sys.executable, "-m", "locust", "-f", ",".join(files), "--headless", "-u", str(users), "-r", str(users),
            "--run-time", f"{int(duration)}s", "--stop-timeout", "10", "--event-rate", str(rate),
            "--bad-share", str(bad_share), "--db-change-rate", str(db_change_rate),
-           "--csv", str(out / "locust"), "--summary-file", str(out / SUMMARY), "--html", str(out / "report.html"), "--only-summary", "--loglevel", "WARNING"]
+           "--csv", str(out / "locust"), "--summary-file", str(out / SUMMARY), "--html", str(out / "report.html"),
+           "--only-summary", "--loglevel", "WARNING"]
     if workers > 1:
         cmd += ["--processes", str(workers)]
     return cmd

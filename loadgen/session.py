@@ -52,7 +52,7 @@ class LocustStatsCollector(Collector):
     def collect(self):
         family = CounterMetricFamily("lakehouse_loadgen_events", "Events sent by the load generator.",
                                      labels=["kind", "outcome"])
-        for (name, method), entry in list(self.environment.stats.entries.items()):
+        for (name, _method), entry in list(self.environment.stats.entries.items()):
             family.add_metric([name, "delivered"], entry.num_requests - entry.num_failures)
             family.add_metric([name, "failed"], entry.num_failures)
         yield family

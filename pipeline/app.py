@@ -17,7 +17,7 @@ from pipeline.runner import MicroBatchJob, run_loop
 
 log = logging.getLogger(__name__)
 
-JobFactory = Callable[[object, Settings], MicroBatchJob]
+JobFactory = Callable[..., MicroBatchJob]
 
 
 def job_factories() -> dict[str, JobFactory]:

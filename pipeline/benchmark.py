@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -62,16 +63,17 @@ def raw_ceiling(settings: Settings, topic: str, partitions: int, out_dir: Path) 
     consumer = Consumer({"bootstrap.servers": settings.kafka.bootstrap, "group.id": "bench-raw",
                          "enable.partition.eof": True, "enable.auto.commit": False, "log_level": 3})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    began, eof, n, chunk = time.monotonic(), set(), 0, []
+    began, n, chunk = time.monotonic(), 0, []
+    eof: set[int] = set()
     writer = None
     while len(eof) < partitions:
         for msg in consumer.consume(10_000, timeout=1.0):
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(msg.partition())
+            if (error := msg.error()) is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    eof.add(cast(int, msg.partition()))
                 continue
             eof.discard(msg.partition())
-            chunk.append(msg.value())
+            chunk.append(cast(bytes, msg.value()))
         if len(chunk) >= 50_000 or (len(eof) == partitions and chunk):
             table = pa.Table.from_pylist([json.loads(v) for v in chunk])
             if writer is None:

@@ -13,13 +13,13 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsError, TableAlreadyExistsError
-from pyiceberg.schema import Schema
 from pyiceberg.manifest import ManifestContent
+from pyiceberg.schema import Schema
 from pyiceberg.table import Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation, ancestors_of
-from pyiceberg.table.update.snapshot import _OverwriteFiles
 from pyiceberg.table.update import _apply_table_update, _TableMetadataUpdateContext
+from pyiceberg.table.update.snapshot import _OverwriteFiles
 from tenacity import AttemptManager, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 log = logging.getLogger(__name__)

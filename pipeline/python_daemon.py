@@ -25,7 +25,7 @@ def _keep_directory(_importer: zipimport.zipimporter) -> None:
 
 
 def install() -> None:
-    zipimport.zipimporter.invalidate_caches = _keep_directory  # type: ignore[method-assign]
+    zipimport.zipimporter.invalidate_caches = _keep_directory  # type: ignore[method-assign,assignment]
 
 
 if __name__ == "__main__":

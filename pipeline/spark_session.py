@@ -16,7 +16,6 @@ from deploy.artifacts import jar_paths
 from lakehouse.catalog import java_catalog_properties
 from lakehouse.settings import Settings
 
-
 #: log4j2 configuration of local Spark JVMs
 LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
 

@@ -59,3 +59,11 @@ def spark(settings):
     session = build_session(settings, "lakehouse-tests")
     yield session
     session.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that reaches the stack through its fixtures is a stack test, marked or not (`make test-unit`
+    selects by the mark)."""
+    for item in items:
+        if "stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.stack)

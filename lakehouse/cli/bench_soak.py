@@ -45,8 +45,8 @@ def soak(
     With --pair the baseline follows on a broker of its own and freshness-pair.png
     shows both runs' freshness.
     """
-    from loadgen.run import parse_duration
     from lakehouse.soak_compare import compare_freshness, steady_start_s
+    from loadgen.run import parse_duration
 
     settings = stack_settings_or_exit("s3", "metastore", *(("kafka",) if broker == "stack" else ()))
     try:
@@ -97,8 +97,8 @@ def _soak_once(settings, rate: float, seconds: float, interval: float, drift: fl
                                                    f"(goal <= {MAX_FILES_PER_PARTITION})"),
         ("snapshots first / last", f"{first.snapshots} / {last.snapshots}"),
         ("manifest KiB first / last", f"{first.manifest_bytes / 1024:,.0f} / {last.manifest_bytes / 1024:,.0f}"),
-        (f"query CPU ms first / last (drift by {result.drift_span}, the goal)", f"{first.query_cpu_ms:,.0f} / {last.query_cpu_ms:,.0f} "
-                                                         f"({result.drift:+.0%})"),
+        (f"query CPU ms first / last (drift by {result.drift_span}, the goal)",
+         f"{first.query_cpu_ms:,.0f} / {last.query_cpu_ms:,.0f} ({result.drift:+.0%})"),
         ("query wall ms first / last (drift)", f"{first.query_ms:,.0f} / {last.query_ms:,.0f} ({result.wall_drift:+.0%})"),
         ("freshness p95 s first / last / worst", result.freshness_summary()),
     ])

@@ -35,7 +35,14 @@ def chaos(
 ) -> None:
     """Break the system one fault at a time under steady load; prove it loses and duplicates nothing.
 
-    Starts a local stack of its own (ports +200, run directory .run-chaos on a bounded tmpfs when run as root), runs every pipeline process (`lakehouse run clicks | dims | aggregate | cdc | maintain`) under a supervisor that restarts what exits, produces click events and database changes, and injects the faults in order. After each it measures the time until everything produced before the fault's end is committed and a heartbeat change in MariaDB is visible in Iceberg. At the end it checks every acknowledged event is in the click table exactly once (by eventId), the Iceberg dimensions equal MariaDB, the live aggregates equal the click table and skewed-clock events were dead-lettered. Prints the table and writes results/chaos-*/chaos.csv; exits 1 when any row lost or duplicated events or did not recover.
+    Starts a local stack of its own (ports +200, run directory .run-chaos on a bounded tmpfs when run as root),
+    runs every pipeline process (`lakehouse run clicks | dims | aggregate | cdc | maintain`) under a supervisor
+    that restarts what exits, produces click events and database changes, and injects the faults in order. After
+    each it measures the time until everything produced before the fault's end is committed and a heartbeat change
+    in MariaDB is visible in Iceberg. At the end it checks every acknowledged event is in the click table exactly
+    once (by eventId), the Iceberg dimensions equal MariaDB, the live aggregates equal the click table and
+    skewed-clock events were dead-lettered. Prints the table and writes results/chaos-*/chaos.csv; exits 1 when
+    any row lost or duplicated events or did not recover.
 
     Examples: `lakehouse chaos --faults ci` (about 18 minutes on 2 cores), `lakehouse chaos --faults kill:clicks,outage:s3`.
     """

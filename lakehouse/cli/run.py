@@ -108,11 +108,16 @@ def maintain(
 ) -> None:
     """Keep every table fast to read while the streaming writers run.
 
-    Each pass reads each table's metadata and, on thresholds from settings (LAKEHOUSE_MAINTENANCE__*), compacts small files (sorted by the click table's sort order), folds delete files into data, rewrites manifests, expires old snapshots (never a writer's newest progress snapshot) and removes orphan files older than a safety margin.
+    Each pass reads each table's metadata and, on thresholds from settings (LAKEHOUSE_MAINTENANCE__*), compacts
+    small files (sorted by the click table's sort order), folds delete files into data, rewrites manifests,
+    expires old snapshots (never a writer's newest progress snapshot) and removes orphan files older than a safety
+    margin.
 
-    Commits that lose a race with a writer are retried, then left for the next pass: a streaming commit is never lost or duplicated.
+    Commits that lose a race with a writer are retried, then left for the next pass: a streaming commit is never
+    lost or duplicated.
 
-    It runs at a lower CPU priority (LAKEHOUSE_MAINTENANCE__NICE, default 10), so on a machine it shares with the writers their batches come first and freshness does not pay for it.
+    It runs at a lower CPU priority (LAKEHOUSE_MAINTENANCE__NICE, default 10), so on a machine it shares with the
+    writers their batches come first and freshness does not pay for it.
     """
     _run_single("maintain", interval, passes, log_level)
 

@@ -98,7 +98,7 @@ def _change(value: bytes, key: str, where: str) -> tuple:
     if key not in image or image[key] is None:
         raise EnvelopeError(f"{where}: the {'before' if op == 'd' else 'after'} image has no key column {key!r}")
     ts = source.get("ts_ms") if isinstance(source, dict) else None
-    if not isinstance(ts, int) or isinstance(ts, bool) or not 0 <= ts < 2**63:
+    if not isinstance(source, dict) or not isinstance(ts, int) or isinstance(ts, bool) or not 0 <= ts < 2**63:
         raise EnvelopeError(f"{where}: source block missing or without an integer ts_ms")
     if not isinstance(source.get("table"), str):
         raise EnvelopeError(f"{where}: source block without its table name")

@@ -21,6 +21,7 @@ import logging
 import re
 import threading
 import time
+from typing import cast
 
 import pymysql
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -92,11 +93,11 @@ def read_checkpoint(settings: Settings) -> dict | None:
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
+            if (error := msg.error()) is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
                     break
                 continue
-            last = json.loads(msg.value())
+            last = json.loads(cast(bytes, msg.value()))
         if last is None:
             raise PositionUnreadable(f"{tp.topic} holds checkpoints {low}..{high - 1} but none could be read "
                                      f"within 15s (broker restarting?)")

@@ -121,10 +121,12 @@ class DimensionWriter:
                     log.info("dims: %s changed under the commit; applying the batch again", self.name)
                     self.reload()
                 images = after_images(newest, self.columns, self.schema)
+                rows: dict[str, dict] | None
                 if self.rows is not None and len(self.rows) + len(upserted) <= self.whole_table_rows:
                     rows = self._replace(batch_keys, upserted, images, properties)
                 else:
-                    rows = self._delete_and_append(batch_keys, images, properties)
+                    self._delete_and_append(batch_keys, images, properties)
+                    rows = None  # the table is large: only its keys are kept
         self.rows = rows
         self.keys.difference_update(batch_keys)
         self.keys.update(upserted)
@@ -142,5 +144,5 @@ class DimensionWriter:
         existing = [k for k in batch_keys if k in self.keys]
         with CachedTransaction(self.table) as tx:
             if existing:
-                tx.delete(In(self.key, existing), snapshot_properties=properties)
+                tx.delete(In(term=self.key, literals=existing), snapshot_properties=properties)
             tx.append(images, snapshot_properties=properties)  # also when empty: it records the offsets

@@ -110,7 +110,8 @@ class ClickIngestJob:
         # Commits made before the property existed wrote dead letters first: complete up to the click offsets.
         done = found[DEAD_DONE_PROPERTY]
         # Written by the next batch before anything else: if that fails, the batch fails and comes back here.
-        self._dead_letters_done = kafka_offsets.decode(done) if done is not None else self.committed
+        self._dead_letters_done: kafka_offsets.Offsets | None = (
+            kafka_offsets.decode(done) if done is not None else self.committed)
 
     def _catch_up_dead_letters(self, done: kafka_offsets.Offsets) -> None:
         """Write the dead letters between ``done`` and the click offsets (two batches at most; none normally)."""

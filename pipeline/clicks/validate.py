@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -124,7 +124,8 @@ def parse_batch(raw: pa.RecordBatch, limits: Limits, now_ms: int | None = None) 
     stamps = raw.column("timestamp_ms").to_pylist() if now_ms is None else None
     out: dict[str, list] = {name: [] for name in ["error", *FIELDS]}
     for i, value in enumerate(raw.column("value").to_pylist()):
-        reference = now_ms if stamps is None else (stamps[i] if stamps[i] is not None and stamps[i] >= 0 else wall_ms)
+        reference = cast(int, now_ms) if stamps is None else (
+            stamps[i] if stamps[i] is not None and stamps[i] >= 0 else wall_ms)
         fields, error = classify(value, reference, limits)
         out["error"].append(error)
         for name in FIELDS:

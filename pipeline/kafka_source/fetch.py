@@ -12,7 +12,7 @@ re-running a task (Spark retries) yields the same records.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -101,11 +101,11 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
 
 def fetcher(bootstrap: str, tasks: Sequence[Sequence[tuple[str, int, int, int]]],
             transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
-            timeout_s: float = 60.0, fetch_wait_ms: int = 2000) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+            timeout_s: float = 60.0, fetch_wait_ms: int = 2000) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function to give ``mapInArrow`` over ``spark.range(len(tasks))``: task indexes in,
     the (transformed) records of each task's ranges out."""
 
-    def run(indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run(indexes: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in indexes:
             for i in batch.column(0).to_pylist():
                 for topic, partition, start, end in tasks[i]:

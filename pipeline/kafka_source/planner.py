@@ -77,7 +77,7 @@ class Planner:
 
     def partitions(self) -> list[tuple[str, int]]:
         meta = self._admin.list_topics(timeout=10)
-        out = []
+        out: list[tuple[str, int]] = []
         for topic in self.topics:
             if topic not in meta.topics or meta.topics[topic].error is not None:
                 raise RuntimeError(f"topic {topic!r} does not exist on {self._bootstrap}: create it (stack up does)")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from lakehouse.settings import Settings
 from pipeline import metrics
-from pipeline.maintenance.actions import Actions, ActionResult, is_conflict, merge_tier, planned
+from pipeline.maintenance.actions import ActionResult, Actions, is_conflict, merge_tier, planned
 from pipeline.maintenance.health import read_health
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ class MaintenanceJob:
         """
         limit = self.settings.maintenance.orphan_interval_minutes * 60
         waited = {t: time.monotonic() - self._orphans_last.get(t, self._orphans_never) for t in self.tables}
-        table = max(waited, key=waited.get, default=None)
+        table = max(waited, key=lambda t: waited[t], default=None)
         return table if table is not None and waited[table] >= limit else None
 
     def _run(self, table: str, action: str, health, now_ms: int) -> ActionResult:
@@ -133,8 +133,10 @@ class MaintenanceJob:
         if action == "compact":
             result = self.actions.compact(table, sort=table == self.clicks)
         elif action == "merge":
-            result = self.actions.merge(table, sort=table == self.clicks,
-                                        tier=merge_tier(health, self.settings.maintenance))
+            tier = merge_tier(health, self.settings.maintenance)
+            if tier is None:  # the plan asks for a merge only where a tier holds the fan-in
+                raise RuntimeError(f"{table}: a merge was planned, but no tier holds enough files")
+            result = self.actions.merge(table, sort=table == self.clicks, tier=tier)
         elif action == "apply_deletes":
             result = self.actions.apply_deletes(table)
         elif action == "rewrite_manifests":

@@ -17,7 +17,8 @@ from lakehouse.settings import Settings
 from lakehouse.settings_env import declared_settings, settings_env
 
 CHILD = ("import json; from lakehouse.settings import Settings; s = Settings(); "
-         "print(json.dumps({'dump': s.model_dump(mode='json'), 'secret': s.s3.secret_key and s.s3.secret_key.get_secret_value()}))")
+         "print(json.dumps({'dump': s.model_dump(mode='json'), "
+         "'secret': s.s3.secret_key and s.s3.secret_key.get_secret_value()}))")
 
 
 def _child_settings(env: dict[str, str]) -> dict:

@@ -13,7 +13,8 @@ import random
 import time
 
 import pyarrow as pa
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from loadgen.events import click_event
 from pipeline.cdc.apply import EnvelopeError, parse_changes

@@ -10,9 +10,9 @@ import sys
 import threading
 import time
 
+from lakehouse.settings_env import settings_env
 from pipeline.clicks.job import ClickIngestJob
 from pipeline.runner import run_loop
-from lakehouse.settings_env import settings_env
 
 
 def wait_for(predicate, timeout: float, what: str, log_path=None, every: float = 1.0):
@@ -53,7 +53,7 @@ def test_kill_minus_nine_at_random_moments_loses_and_duplicates_nothing(spark, c
             job = subprocess.Popen([sys.executable, "-m", "lakehouse.cli.main", "run", "clicks", "--log-level", "warning"],
                                    env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             seen, started = len(event_ids(spark, table)), time.monotonic()
-            wait_for(lambda: len(event_ids(spark, table)) > seen, 180, "the job to commit", log_path)
+            wait_for(lambda seen=seen: len(event_ids(spark, table)) > seen, 180, "the job to commit", log_path)
             print(f"restart {cycle}: first commit after {time.monotonic() - started:.1f}s")
             time.sleep(rng.uniform(0.0, 3.0))
             os.killpg(job.pid, signal.SIGKILL)

@@ -294,7 +294,8 @@ def test_metrics_describe_the_batches(spark, click_settings, producer):
     job.close()
     valid = len(producer.sent.valid)
     assert REGISTRY.get_sample_value("lakehouse_e2e_latency_seconds_count", {"table": table}) - before == valid
-    assert REGISTRY.get_sample_value("lakehouse_pipeline_rows_total", {"pipeline": "clicks", "stage": "valid"}) - valid_before == valid
+    rows = REGISTRY.get_sample_value("lakehouse_pipeline_rows_total", {"pipeline": "clicks", "stage": "valid"})
+    assert rows - valid_before == valid
     inf = REGISTRY.get_sample_value("lakehouse_e2e_latency_seconds_bucket", {"table": table, "le": "+Inf"})
     ten_min = REGISTRY.get_sample_value("lakehouse_e2e_latency_seconds_bucket", {"table": table, "le": "600.0"})
     assert inf == ten_min, "fresh events are all under 10 minutes"

@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from pipeline.aggregates.live import LiveAggregates
 from pipeline.aggregates.daily import build_day
+from pipeline.aggregates.live import LiveAggregates
 from pipeline.cdc.dimension_tables import ensure_dimension_tables
 from pipeline.tables import ensure_clicks_tables
 from queries import library

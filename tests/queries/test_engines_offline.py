@@ -30,7 +30,7 @@ def test_every_query_has_a_description_and_parses_as_trino():
     for query in library.all_queries():
         assert query.description and not query.description.startswith("-")
         s = Settings()
-        sql, _ = library.render(query.template, s, lambda r: library.trino_name(s, r))
+        sql, _ = library.render(query.template, s, lambda r, s=s: library.trino_name(s, r))
         parse(sql)
 
 

@@ -49,7 +49,7 @@ class Service(ABC):
         """Raise StackError naming any missing program (called before anything starts)."""
         self.command()
 
-    def prepare(self, user: str | None) -> None:
+    def prepare(self, user: str | None) -> None:  # noqa: B027 - a hook: most services need nothing prepared
         """Create/initialise the data and config dirs (must be idempotent)."""
 
     @abstractmethod
@@ -63,5 +63,5 @@ class Service(ABC):
     def ready(self) -> bool:
         """True once the server answers a real request of its protocol."""
 
-    def bootstrap(self) -> None:
+    def bootstrap(self) -> None:  # noqa: B027 - a hook: not every service holds lakehouse objects
         """Create what the lakehouse needs inside the service (idempotent)."""

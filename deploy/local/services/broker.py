@@ -65,7 +65,7 @@ class Broker(Service):
                for name, n in self.settings.topics().items() if name not in existing]
         if not new:
             return
-        for name, future in admin.create_topics(new, request_timeout=15).items():
+        for _name, future in admin.create_topics(new, request_timeout=15).items():
             try:
                 future.result()
             except KafkaException as exc:

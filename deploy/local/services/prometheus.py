@@ -5,9 +5,9 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 
+from deploy import prometheus_rules
 from deploy.local.binaries import system_binary
 from deploy.local.services.base import Service
-from deploy import prometheus_rules
 from deploy.prometheus_config import RULES_FILE, render
 
 

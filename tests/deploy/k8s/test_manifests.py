@@ -200,10 +200,9 @@ def test_checkov_catches_a_privileged_container(docs):
 
 
 def test_cluster_jobs_leave_master_jars_and_driver_to_spark_submit():
-    from pipeline.spark_session import spark_conf
-
     from deploy.k8s.profile import cluster_overrides
     from lakehouse.settings import Settings
+    from pipeline.spark_session import spark_conf
 
     overrides = cluster_overrides()
     overrides["s3"].update(access_key="k", secret_key="s")
