@@ -61,7 +61,7 @@ def parse_and_enrich(raw: pa.RecordBatch, limits: Limits, dims, stats=None, plan
     return parsed
 
 
-def _beyond(offsets: dict[str, dict[int, int]]):
+def _beyond(offsets: kafka_offsets.Offsets):
     """A filter keeping records at or past the given per-partition offsets."""
     cond = F.lit(True)
     for topic, parts in offsets.items():

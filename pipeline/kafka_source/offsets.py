@@ -17,14 +17,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from pipeline.kafka_source.ranges import Offsets as Offsets  # defined beside the ranges; callers know it from here
 from pipeline.snapshot_properties import latest_properties
 
 OFFSETS_PROPERTY = "lakehouse.kafka-offsets"
 TOPIC_IDS_PROPERTY = "lakehouse.kafka-topic-ids"
-
-#: next offset to read, per topic and partition
-Offsets = dict[str, dict[int, int]]
-
 
 @dataclass(frozen=True)
 class Position:

@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient
 from lakehouse.errors import FatalError
 from pipeline import metrics
 from pipeline.kafka_source.offsets import in_current_log
-from pipeline.kafka_source.ranges import OffsetRange
+from pipeline.kafka_source.ranges import OffsetRange, Offsets
 
 if TYPE_CHECKING:
     from lakehouse.settings import Settings
@@ -156,7 +156,7 @@ class Planner:
             return Watermarks(low=max(low, 0), high=max(start, high))
         return Watermarks(low=max(low, 0), high=high)
 
-    def plan(self, committed: dict[str, dict[int, int]], committed_ids: dict[str, str] | None = None
+    def plan(self, committed: Offsets, committed_ids: dict[str, str] | None = None
              ) -> tuple[list[OffsetRange], dict[tuple[str, int], Watermarks]]:
         """Ranges from the committed offsets to the current end, capped per partition.
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: next offset to read, per topic and partition (what a table's snapshot records, and a plan starts from)
+Offsets = dict[str, dict[int, int]]
+
 
 @dataclass(frozen=True)
 class OffsetRange:
@@ -17,9 +20,9 @@ class OffsetRange:
         return max(0, self.end - self.start)
 
 
-def next_offsets(ranges: list[OffsetRange]) -> dict[str, dict[int, int]]:
+def next_offsets(ranges: list[OffsetRange]) -> Offsets:
     """The offsets to resume from after these ranges are committed."""
-    out: dict[str, dict[int, int]] = {}
+    out: Offsets = {}
     for r in ranges:
         out.setdefault(r.topic, {})[r.partition] = r.end
     return out
