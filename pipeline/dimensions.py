@@ -29,9 +29,8 @@ from lakehouse.settings import Settings
 
 log = logging.getLogger(__name__)
 
-#: the columns enrichment adds to a parsed batch, as Arrow and as Spark DDL
+#: the columns enrichment adds to a parsed batch
 ENRICHED_FIELDS = [("name", pa.string()), ("product_price", pa.decimal128(10, 4)), ("member_level", pa.int32())]
-ENRICHED_DDL = "name STRING, product_price DECIMAL(10,4), member_level INT"
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,15 @@ import time
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.cdc.dimension_tables import ensure_dimension_tables
 from pipeline.clicks.batch_stats import AGE_STEP_MS, BatchStats, BatchStatsParam, count_batch
 from pipeline.clicks.dead_letters import BackgroundCommits, carried_frame
-from pipeline.clicks.validate import Limits, parse_batch
-from pipeline.dimensions import ENRICHED_DDL, DimensionCache, enrich_batch
+from pipeline.clicks.validate import PARSED_SCHEMA, Limits, parse_batch
+from pipeline.dimensions import ENRICHED_FIELDS, DimensionCache, enrich_batch
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.fetch import records_frame
 from pipeline.kafka_source.planner import Planner
@@ -42,11 +43,8 @@ from pipeline.tables import ensure_clicks_tables
 
 log = logging.getLogger(__name__)
 
-PARSED_DDL = (
-    "topic STRING, partition INT, offset BIGINT, timestamp_ms BIGINT, key BINARY, value BINARY, error STRING, "
-    "event_id STRING, webpageId INT, uid STRING, productId STRING, cookieId STRING, expendTime INT, "
-    f"updateTime BIGINT, {ENRICHED_DDL}"
-)
+#: what the Python task hands the JVM: the parsed record and its enrichment, declared once as Arrow
+PARSED_SPARK_SCHEMA = from_arrow_schema(pa.schema([*PARSED_SCHEMA, *ENRICHED_FIELDS]))
 
 
 #: snapshot-summary key of a click-table commit: dead letters were all committed up to these offsets
@@ -141,7 +139,7 @@ class ClickIngestJob:
     def _read(self, ranges: list[OffsetRange], stats=None, planned_at_ms: int = 0) -> DataFrame:
         transform = functools.partial(parse_and_enrich, limits=self.limits, dims=self.dimensions.current(),
                                       stats=stats, planned_at_ms=planned_at_ms)
-        return records_frame(self.spark, ranges, self.settings.kafka.bootstrap, PARSED_DDL, transform,
+        return records_frame(self.spark, ranges, self.settings.kafka.bootstrap, PARSED_SPARK_SCHEMA, transform,
                              fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms)
 
     def _commit(self, df: DataFrame, table: str, offsets: kafka_offsets.Offsets,

@@ -21,6 +21,7 @@ from pipeline.kafka_source.ranges import OffsetRange, balance
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 RAW_SCHEMA = pa.schema([
     ("topic", pa.string()),
@@ -116,10 +117,10 @@ def fetcher(bootstrap: str, tasks: Sequence[Sequence[tuple[str, int, int, int]]]
     return run
 
 
-def records_frame(spark: SparkSession, ranges: Sequence[OffsetRange], bootstrap: str, ddl: str,
+def records_frame(spark: SparkSession, ranges: Sequence[OffsetRange], bootstrap: str, schema: StructType,
                   transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
                   fetch_wait_ms: int = 2000) -> DataFrame:
-    """The records at ``ranges`` (transformed into ``ddl``'s columns), in as many tasks as the cores.
+    """The records at ``ranges`` (transformed into ``schema``'s columns), in as many tasks as the cores.
 
     The ranges are cut into groups of equal size (``balance``), one task each, so a batch
     keeps every core busy whatever the partitions' fill.
@@ -127,4 +128,4 @@ def records_frame(spark: SparkSession, ranges: Sequence[OffsetRange], bootstrap:
     groups = balance(list(ranges), spark.sparkContext.defaultParallelism)
     spec = [[(r.topic, r.partition, r.start, r.end) for r in group] for group in groups]
     tasks = spark.range(0, len(spec), 1, numPartitions=max(1, len(spec)))
-    return tasks.mapInArrow(fetcher(bootstrap, spec, transform, fetch_wait_ms=fetch_wait_ms), ddl)
+    return tasks.mapInArrow(fetcher(bootstrap, spec, transform, fetch_wait_ms=fetch_wait_ms), schema)
