@@ -9,7 +9,9 @@ Two gaps of this old metastore are closed here:
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -91,9 +93,18 @@ class Metastore(Service):
     def ready(self) -> bool:
         from pyiceberg.catalog.hive import HiveCatalog
 
+        m = self.settings.metastore
+        try:  # a closed port is "not yet", said quietly (thrift logs every refused connect as an ERROR)
+            socket.create_connection((m.host, m.port), timeout=1).close()
+        except OSError:
+            return False
+        thrift_log = logging.getLogger("thrift.transport.TSocket")
+        level = thrift_log.level
+        thrift_log.setLevel(logging.CRITICAL)
         try:
-            catalog = HiveCatalog("probe", uri=self.settings.metastore.uri)
-            catalog.list_namespaces()
+            HiveCatalog("probe", uri=m.uri).list_namespaces()
             return True
         except Exception:  # noqa: BLE001 - any failure means "not ready yet"
             return False
+        finally:
+            thrift_log.setLevel(level)
