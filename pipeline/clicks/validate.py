@@ -6,6 +6,12 @@ was produced (its Kafka timestamp). Cleaning is
 deliberately small and predictable: ids may arrive as strings or integers and are
 stored as trimmed strings. Anything else becomes a dead-letter record with a reason
 (``kind: detail``) and the raw bytes, so no event is ever dropped silently.
+
+Most events are valid, so they take a fast path: msgspec decodes and type-checks one in C
+(about a microsecond), and only the range and text checks run in Python. An event it
+rejects goes through the plain-Python parser, which names exactly what is wrong: the two
+paths accept the same events (tests/pipeline/test_bad_input_properties.py). The Python
+parser alone cost 12-18 µs an event, the largest share of a click batch's Python time.
 """
 
 from __future__ import annotations
@@ -13,8 +19,9 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
+import msgspec
 import pyarrow as pa
 
 from pipeline.kafka_source.fetch import RAW_SCHEMA
@@ -62,7 +69,10 @@ def _int(obj: dict, name: str, low: int, high: int) -> int:
 
 
 def _id(obj: dict, name: str, required: bool = True) -> str | None:
-    value = obj.get(name)
+    return _text(name, obj.get(name), required)
+
+
+def _text(name: str, value: Any, required: bool = True) -> str | None:
     if value is None:
         if required:
             raise Invalid("missing_field", name)
@@ -77,12 +87,46 @@ def _id(obj: dict, name: str, required: bool = True) -> str | None:
     return text
 
 
+class _Event(msgspec.Struct):
+    """A valid event's shape (types and fixed ranges); the time window and the ids' text are checked after."""
+
+    updateTime: int
+    webpageId: Annotated[int, msgspec.Meta(ge=0, le=MAX_WEBPAGE_ID)]
+    uid: str | int
+    productId: str | int
+    cookieId: str | int
+    expendTime: Annotated[int, msgspec.Meta(ge=0, le=MAX_EXPEND_TIME)]
+    eventId: str | int | None = None
+
+
+_DECODER = msgspec.json.Decoder(_Event)
+
+
 def parse_event(raw: bytes | None, now_ms: int, limits: Limits) -> dict[str, Any]:
     """One raw payload -> the cleaned fields. Raises Invalid with a reason."""
     if raw is None:
         raise Invalid("malformed_json", "empty message (null value)")
     if len(raw) > limits.max_bytes:
         raise Invalid("oversize", f"{len(raw)} bytes > {limits.max_bytes}")
+    try:
+        event = _DECODER.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _parse_in_python(raw, now_ms, limits)  # it says what is wrong
+    low, high = now_ms - limits.max_age_ms, now_ms + limits.max_future_ms
+    if not low <= event.updateTime <= high:
+        raise Invalid("out_of_range", f"updateTime={event.updateTime} outside [{low}, {high}]")
+    return {
+        "event_id": _text("eventId", event.eventId, required=False),
+        "webpageId": event.webpageId,
+        "uid": _text("uid", event.uid),
+        "productId": _text("productId", event.productId),
+        "cookieId": _text("cookieId", event.cookieId),
+        "expendTime": event.expendTime,
+        "updateTime": event.updateTime,
+    }
+
+
+def _parse_in_python(raw: bytes, now_ms: int, limits: Limits) -> dict[str, Any]:
     try:
         obj = json.loads(raw)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:

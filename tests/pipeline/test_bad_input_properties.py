@@ -1,7 +1,8 @@
 """Property-based bad input (hypothesis): parsers classify everything and never raise out.
 
 - ClickEvent validation: arbitrary bytes and near-valid JSON are either a clean event or
-  a dead letter with a known reason, and the dead letter keeps the exact raw bytes;
+  a dead letter with a known reason, and the dead letter keeps the exact raw bytes; the
+  fast path (msgspec) and the plain-Python parser give every input the same answer;
 - CDC envelopes: anything the apply job cannot interpret stops it with EnvelopeError
   naming the record (topic[partition]@offset), never another exception and never a row.
 """
@@ -18,7 +19,8 @@ from hypothesis import strategies as st
 
 from loadgen.events import click_event
 from pipeline.cdc.apply import EnvelopeError, parse_changes
-from pipeline.clicks.validate import Limits, classify, parse_batch
+from pipeline.clicks import validate
+from pipeline.clicks.validate import Invalid, Limits, classify, parse_batch
 from pipeline.kafka_source.fetch import RAW_SCHEMA
 
 NOW = int(time.time() * 1000)
@@ -71,6 +73,27 @@ def near_valid_events(draw):
 @given(near_valid_events())
 def test_near_valid_events_are_classified(raw):
     check_classified(raw)
+
+
+def python_only(raw: bytes) -> tuple[dict | None, str | None]:
+    try:
+        return validate._parse_in_python(raw, NOW, LIMITS), None
+    except Invalid as exc:
+        return None, str(exc)
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(near_valid_events() | st.binary(max_size=300))
+def test_the_fast_path_answers_as_the_python_parser(raw):
+    assert classify(raw, NOW, LIMITS) == python_only(raw)
+
+
+def test_valid_events_take_the_fast_path():
+    rng = random.Random(7)
+    for _ in range(200):
+        raw = json.dumps(click_event(rng, now_ms=NOW)).encode()
+        assert isinstance(validate._DECODER.decode(raw), validate._Event)  # no fallback for the common case
+        assert classify(raw, NOW, LIMITS)[1] is None
 
 
 @settings(max_examples=50, suppress_health_check=[HealthCheck.too_slow], deadline=None)
