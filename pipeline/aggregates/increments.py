@@ -37,10 +37,15 @@ class Increment:
     @property
     def through_ms(self) -> int | None:
         """The newest ``ingest_time`` read, epoch ms (None without rows)."""
-        if self.rows.num_rows == 0:
-            return None
-        newest = pc.max(self.rows.column("ingest_time")).as_py()
-        return int(newest.timestamp() * 1000) if newest is not None else None
+        return newest_ingest_ms(self.rows)
+
+
+def newest_ingest_ms(rows: pa.Table) -> int | None:
+    """The newest ``ingest_time`` of click ``rows``, epoch ms (None without rows)."""
+    if rows.num_rows == 0:
+        return None
+    newest = pc.max(rows.column("ingest_time")).as_py()
+    return int(newest.timestamp() * 1000) if newest is not None else None
 
 
 def snapshots_after(table, position: int, limit: int) -> list[Snapshot]:

@@ -36,6 +36,7 @@ from pipeline.aggregates.increments import (
     FROM_THE_START,
     Increment,
     PositionLostError,
+    newest_ingest_ms,
     position_before,
     read_increment,
     snapshots_after,
@@ -106,7 +107,6 @@ class LiveAggregates:
         self.catalog = pyiceberg_catalog(settings)
         ensure_aggregate_tables(settings, self.catalog)
         self.rebuilds = 0
-        self.clicks = None
         self.recover()
 
     def recover(self) -> None:
@@ -221,7 +221,7 @@ class LiveAggregates:
                 for result, into in zip(results, totals, strict=True):
                     ru.add_rows(into, part, result.rollup, now)
                 rows += part.num_rows
-                newest = Increment(current.snapshot_id, part).through_ms
+                newest = newest_ingest_ms(part)
                 through_ms = max(filter(None, (through_ms, newest)), default=None)
         position = current.snapshot_id if current is not None else FROM_THE_START
         for result, into in zip(results, totals, strict=True):
