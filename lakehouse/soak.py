@@ -181,6 +181,12 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     stop, services = threading.Event(), ExitStack()
     probe = (services.enter_context(maintenance_service(s, out_dir / "maintenance.log"))
              if maintenance else MaintenanceProbe())
+    try:
+        if maintenance:
+            progress(f"maintenance: up after {probe.wait_for_first_pass():.0f} s (its first pass, before the load)")
+    except BaseException:
+        services.close()
+        raise
     writer_jvm = getattr(spark.sparkContext._gateway, "proc", None)  # None when PySpark joined a running JVM
     broker_pid = listening_pid(s.kafka.port)
 

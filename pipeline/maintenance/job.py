@@ -88,6 +88,7 @@ class MaintenanceJob:
         done, errors = self._pass.done, self._pass.errors
         if errors and not done:
             raise errors[-1]  # nothing worked: let the loop back off (object store or metastore away)
+        metrics.BATCHES.labels(self.name, "committed" if done else "idle").inc()  # a pass is this job's batch
         return done
 
     def _maintain(self, table: str) -> None:
