@@ -171,7 +171,10 @@ class PrometheusSettings(_Service):
 class CatalogSettings(BaseModel):
     """Iceberg catalog and table names, shared by Spark, PyIceberg, DuckDB and Trino."""
 
-    name: str = "lakehouse"
+    name: str = Field("lakehouse", description="The Iceberg catalog's name in Spark (`lakehouse.ns.table`).")
+    trino_catalog: str = Field(
+        "iceberg", description="The same catalog's name in Trino and in `lakehouse sql` (`iceberg.ns.table`, "
+                               "`USE CATALOG iceberg`), the name Trino users give their Iceberg catalog.")
     clicks_table: str = "ods_behavior.clickevent"
     dead_letter_table: str = "ods_behavior.clickevent_dead_letter"
     products_table: str = "dim_db.products"

@@ -17,11 +17,28 @@ class EngineGap(RuntimeError):
     """A query the chosen engine cannot answer faithfully (names the gap; never a wrong answer)."""
 
 
+class SyntaxProblem(EngineGap):
+    """Not valid Trino SQL; the message shows the line with a caret under the position."""
+
+
 def parse(sql: str) -> exp.Expression:
     try:
         return sqlglot.parse_one(sql, read="trino")
     except sqlglot.errors.ParseError as exc:
-        raise EngineGap(f"not valid Trino SQL: {exc}") from None
+        raise _located(sql, exc) from None
+    except sqlglot.errors.TokenError as exc:
+        raise SyntaxProblem(f"not valid Trino SQL: {exc}") from None
+
+
+def _located(sql: str, exc: sqlglot.errors.ParseError) -> SyntaxProblem:
+    first = exc.errors[0] if exc.errors else {}
+    line, col = first.get("line"), first.get("col")
+    lines = sql.splitlines()
+    if not line or not col or line > len(lines):
+        return SyntaxProblem(f"not valid Trino SQL: {exc}")
+    caret = " " * max(0, col - len(first.get("highlight") or " ")) + "^"
+    return SyntaxProblem(f"not valid Trino SQL at line {line}, column {col}: "
+                         f"{first.get('description', 'syntax error')}\n  {lines[line - 1]}\n  {caret}")
 
 
 def pin_now(tree: exp.Expression, now: dt.datetime | None) -> exp.Expression:

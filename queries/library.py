@@ -1,21 +1,21 @@
 """The questions in ``queries/sql``: Trino SQL with table placeholders, one description line each.
 
-A query names tables by role, never by their configured names: ``{clicks}`` is the click
-table, ``{clicks:snapshots}`` / ``{clicks:files}`` its Iceberg metadata tables. Each engine
-renders the placeholders its own way (Trino ``catalog.ns."t$files"``, Spark
-``catalog.ns.t.files``, DuckDB a view it registers), from settings.
+The library's queries name tables by role, never by their configured names: ``{clicks}`` is
+the click table, ``{clicks:snapshots}`` / ``{clicks:files}`` its Iceberg metadata tables, so
+they follow the settings. :func:`render` turns them into the Trino names a person would
+write, and from there every engine resolves names one way (``queries.names``).
 """
 
 from __future__ import annotations
 
-import string
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from lakehouse.settings import Settings
+from queries.names import METADATA_KINDS, TableName
 
 SQL_DIR = Path(__file__).parent / "sql"
-METADATA_KINDS = ("", "snapshots", "files")
 
 
 @dataclass(frozen=True)
@@ -23,15 +23,6 @@ class Query:
     name: str
     description: str
     template: str
-
-
-@dataclass(frozen=True)
-class TableRef:
-    """One placeholder occurrence: which table, and which of its metadata tables ('' = the data)."""
-
-    role: str
-    table: str  # namespace.table from settings
-    kind: str
 
 
 def table_roles(settings: Settings) -> dict[str, str]:
@@ -60,35 +51,25 @@ def all_queries() -> list[Query]:
     return [load(p.stem) for p in sorted(SQL_DIR.glob("*.sql"))]
 
 
-class _Renderer(string.Formatter):
-    def __init__(self, settings: Settings, name_for):
-        self.roles, self.name_for = table_roles(settings), name_for
-        self.refs: list[TableRef] = []
-
-    def get_value(self, key, args, kwargs):
-        if key not in self.roles:
-            raise KeyError(f"unknown table placeholder {{{key}}}; known: {', '.join(self.roles)}")
-        return key
-
-    def format_field(self, role, kind):
-        if kind not in METADATA_KINDS:
-            raise ValueError(f"unknown metadata table {{{role}:{kind}}}; known: snapshots, files")
-        ref = TableRef(role, self.roles[role], kind)
-        self.refs.append(ref)
-        return self.name_for(ref)
+#: ``{role}`` or ``{role:kind}``; other braces (a JSON literal, a regex) are left alone
+PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w*))?\}")
 
 
-def render(sql: str, settings: Settings, name_for) -> tuple[str, list[TableRef]]:
-    """Replace placeholders with ``name_for(ref)``; return the SQL and the tables it reads."""
-    renderer = _Renderer(settings, name_for)
-    return renderer.format(sql), renderer.refs
+def render(sql: str, settings: Settings) -> str:
+    """Replace the ``{role}`` / ``{role:kind}`` placeholders with the tables' Trino names.
 
+    What comes out is plain Trino SQL: every engine resolves its table names the same way
+    (``queries.names``), whether a placeholder or a person wrote them.
+    """
+    roles, catalog = table_roles(settings), settings.catalog.trino_catalog
 
-def trino_name(settings: Settings, ref: TableRef) -> str:
-    namespace, table = ref.table.split(".")
-    suffix = f"${ref.kind}" if ref.kind else ""
-    return f'{settings.catalog.name}.{namespace}."{table}{suffix}"'
+    def name(match: re.Match) -> str:
+        role, kind = match.group(1), match.group(2) or ""
+        if role not in roles:
+            raise KeyError(f"unknown table placeholder {{{role}}}; known: {', '.join(roles)}")
+        if kind not in ("", *METADATA_KINDS):
+            raise ValueError(f"unknown metadata table {{{role}:{kind}}}; known: {', '.join(METADATA_KINDS)}")
+        namespace, table = roles[role].split(".")
+        return TableName(namespace, table, kind).trino(catalog)
 
-
-def spark_name(settings: Settings, ref: TableRef) -> str:
-    return f"{settings.catalog.name}.{ref.table}" + (f".{ref.kind}" if ref.kind else "")
+    return PLACEHOLDER.sub(name, sql)

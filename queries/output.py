@@ -13,7 +13,8 @@ from rich.table import Table
 FORMATS = ("table", "csv", "json")
 
 
-def write(result: pa.Table, fmt: str, console: Console, title: str | None = None) -> None:
+def write(result: pa.Table, fmt: str, console: Console, title: str | None = None, footer: str | None = None) -> None:
+    """``result`` on stdout as ``fmt``; for a table, ``footer`` (default: the row count) below it."""
     if fmt == "csv":
         buffer = io.BytesIO()
         pacsv.write_csv(result, buffer)
@@ -30,4 +31,4 @@ def write(result: pa.Table, fmt: str, console: Console, title: str | None = None
         for row in result.to_pylist():
             table.add_row(*("NULL" if v is None else str(v) for v in row.values()))
         console.print(table)
-        console.print(f"{result.num_rows} row(s)", style="dim")
+        console.print(footer or f"{result.num_rows} row(s)", style="dim")

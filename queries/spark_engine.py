@@ -1,7 +1,9 @@
 """Spark SQL over the same catalog: the reference the other engines are checked against.
 
-The Trino query is transpiled with sqlglot; ``snapshots`` pins data tables with
-``VERSION AS OF`` so a comparison reads exactly the same table state.
+The Trino query is transpiled with sqlglot, its table names resolved as on every engine
+(``queries.names``) and written Spark's way (``lakehouse.ns.t``, ``lakehouse.ns.t.files``);
+``snapshots`` pins data tables with ``VERSION AS OF`` so a comparison reads exactly the same
+table state.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from sqlglot import exp
 
 from lakehouse.settings import Settings
 from queries.dialects import parse, pin_now, to_sql
-from queries.library import render, spark_name
+from queries.library import render
+from queries.names import Catalogue, resolve
 
 
 class SparkEngine:
@@ -24,16 +27,20 @@ class SparkEngine:
 
         self.settings = settings
         self.spark = spark or build_session(settings, "lakehouse-query")
+        self.catalogue = Catalogue.of(settings)
 
-    def run(self, template: str, now: dt.datetime | None = None,
-            snapshots: dict[str, int] | None = None) -> pa.Table:
-        sql, _ = render(template, self.settings, lambda ref: spark_name(self.settings, ref))
-        tree = pin_now(parse(sql), now)
-        pinned = {f"{self.settings.catalog.name}.{t}": s for t, s in (snapshots or {}).items()}
-        for node in tree.find_all(exp.Table):
-            full = ".".join(p.name for p in node.parts)
-            if full in pinned and node.args.get("version") is None:
-                node.set("version", exp.Version(this="VERSION", kind="AS OF",
-                                                expression=exp.Literal.number(pinned[full])))
+    def run(self, sql: str, now: dt.datetime | None = None, snapshots: dict[str, int] | None = None,
+            schema: str | None = None) -> pa.Table:
+        tree = pin_now(parse(render(sql, self.settings)), now)
+        for node, name in resolve(tree, self.catalogue, schema):
+            self.catalogue.location(name)  # an unknown name is told with what exists, as on every engine
+            spark_table = exp.to_table(name.spark(self.settings.catalog.name), dialect="spark")
+            spark_table.set("alias", node.args.get("alias"))
+            version = node.args.get("version")
+            pinned = (snapshots or {}).get(name.identifier)
+            if version is None and pinned is not None and not name.kind:
+                version = exp.Version(this="VERSION", kind="AS OF", expression=exp.Literal.number(pinned))
+            spark_table.set("version", version)
+            node.replace(spark_table)
         df = self.spark.sql(to_sql(tree, "spark"))
         return pa.Table.from_pandas(df.toPandas(), preserve_index=False)

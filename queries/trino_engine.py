@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from lakehouse.settings import Settings
 from queries.dialects import EngineGap, parse, pin_now, to_sql
-from queries.library import render, trino_name
+from queries.library import render
 
 
 class TrinoEngine:
@@ -17,19 +17,22 @@ class TrinoEngine:
     def __init__(self, settings: Settings):
         self.settings = settings
 
-    def run(self, template: str, now: dt.datetime | None = None,
-            snapshots: dict[str, int] | None = None) -> pa.Table:
+    def run(self, sql: str, now: dt.datetime | None = None, snapshots: dict[str, int] | None = None,
+            schema: str | None = None) -> pa.Table:
+        """Trino resolves the names itself (its catalog is ``catalog.trino_catalog``); ``schema`` is
+        the session's schema, for bare table names."""
         import trino
         import trino.exceptions
 
         if snapshots:
             raise EngineGap("pinning snapshots is only implemented for the DuckDB and Spark engines")
-        sql, _ = render(template, self.settings, lambda ref: trino_name(self.settings, ref))
+        sql = render(sql, self.settings)
         if now is not None:
             sql = to_sql(pin_now(parse(sql), now), "trino")
         t = self.settings.trino
         try:
-            with trino.dbapi.connect(host=t.host, port=t.port, user=t.user, catalog=self.settings.catalog.name,
+            with trino.dbapi.connect(host=t.host, port=t.port, user=t.user, catalog=self.settings.catalog.trino_catalog,
+                                     schema=schema,
                                      http_scheme="http", request_timeout=t.timeout_seconds) as conn:
                 cursor = conn.cursor()
                 cursor.execute(sql)

@@ -138,8 +138,8 @@ def settings_match(docs: list[Doc]) -> list[str]:
         problems.append("ConfigMap lakehouse-settings differs from deploy.k8s.profile.settings_env(): "
                         "run `python -m deploy.k8s.generate`")
     catalog = _config_map(docs, "trino-catalog")
-    if catalog is None or f"{settings.catalog.name}.properties" not in catalog.get("data", {}):
-        problems.append(f"Trino has no catalog named {settings.catalog.name!r} (ConfigMap trino-catalog)")
+    if catalog is None or f"{settings.catalog.trino_catalog}.properties" not in catalog.get("data", {}):
+        problems.append(f"Trino has no catalog named {settings.catalog.trino_catalog!r} (ConfigMap trino-catalog)")
     hive = _config_map(docs, "hive-site")
     if hive is None or settings.s3.warehouse not in hive["data"].get("hive-site.xml", ""):
         problems.append(f"hive-site.xml does not use the warehouse {settings.s3.warehouse}")

@@ -152,7 +152,7 @@ def files(settings: Settings) -> dict[str, str]:
         out[f"grafana-{path.split('/')[0]}.yaml"] = f"# {HEADER}\n" + yaml.safe_dump(data, sort_keys=False)
     for uid in dashboards.DASHBOARDS:
         out[f"{uid}.json"] = json.dumps(dashboards.build(uid), indent=2, sort_keys=True) + "\n"
-    out[f"{settings.catalog.name}.properties"] = f"# {HEADER}\n" + trino_catalog(settings)
+    out[f"{settings.catalog.trino_catalog}.properties"] = f"# {HEADER}\n" + trino_catalog(settings)
     out["hive-site.xml"] = hive_site(settings)
     out["01-shop-schema.sql"] = f"-- {HEADER}\n" + SHOP_SCHEMA.read_text()
     out["02-lakehouse-users.sh"] = mysql_users(settings)
@@ -178,7 +178,7 @@ def kustomization(settings: Settings, out: dict[str, str]) -> dict:
             {"name": "grafana-datasources", "files": ["lakehouse.yaml=grafana-datasources.yaml"]},
             {"name": "grafana-dashboard-provider", "files": ["lakehouse.yaml=grafana-dashboards.yaml"]},
             {"name": "grafana-dashboards", "files": dashboards_json},
-            {"name": "trino-catalog", "files": [f"{settings.catalog.name}.properties"]},
+            {"name": "trino-catalog", "files": [f"{settings.catalog.trino_catalog}.properties"]},
             {"name": "hive-site", "files": ["hive-site.xml"]},
             {"name": "mysql-init", "files": ["01-shop-schema.sql", "02-lakehouse-users.sh"]},
             {"name": "mysql-config", "files": ["lakehouse-binlog.cnf"]},

@@ -245,6 +245,41 @@ def system(
         raise typer.Exit(1)
 
 
+@app.command()
+def query(
+    rows: Annotated[int, typer.Option(help="Rows of the click table made for the run (1 % then deleted).")] = 1_000_000,
+    runs: Annotated[int, typer.Option(help="Runs per figure (the median is reported).")] = 3,
+    record: Annotated[bool, typer.Option(help="Also append the figures as dated rows to docs/benchmarks.md.")] = False,
+) -> None:
+    """How long a question takes: one-shot `lakehouse query`, a statement in `lakehouse sql`, each library query.
+
+    Makes a click table of --rows rows with position deletes (Spark), then times a count(*)
+    as a new process and inside a running session, and every query in queries/sql in the
+    session. Goals: one-shot <= 1 s, in the shell <= 0.3 s, each library query <= 1 s.
+    """
+    import json
+
+    from lakehouse.bench_record import at_most
+    from lakehouse.query_bench import LIBRARY_GOAL_S, ONE_SHOT_GOAL_S, SHELL_GOAL_S, run
+
+    settings = stack_settings_or_exit(*CLICK_STACK)
+    with friendly_errors():
+        result = run(settings, rows, runs, progress=console.log)
+    out = REPO_ROOT / "results" / f"bench-query-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result.as_dict(), indent=2))
+    command = f"bench query --rows {rows}"
+    figures = [at_most(command, "one-shot `lakehouse query` count(*), wall", result.one_shot_s, "s", ONE_SHOT_GOAL_S),
+               at_most(command, "count(*) in a running `lakehouse sql`", result.shell_s, "s", SHELL_GOAL_S)]
+    figures += [at_most(command, f"library query {name} in a running session", seconds, "s", LIBRARY_GOAL_S)
+                for name, seconds in result.library_s.items()]
+    print_figures(f"queries on {rows:,} clicks ({result.deleted:,} deleted), DuckDB, medians of {runs}",
+                  [(f.figure, f"{f.value:.2f} s ({'met' if f.met else 'NOT met'}: {f.goal})") for f in figures])
+    console.print(f"saved {out.relative_to(REPO_ROOT)}")
+    if record:
+        _record(figures)
+
+
 def _record(figures) -> None:
     from lakehouse.bench_record import BENCHMARKS_MD, append_rows
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from lakehouse.cli import bench, chaos, config, load, query, run, stack
+from lakehouse.cli import bench, chaos, config, load, query, run, sql, stack
 
 app = typer.Typer(
     help=(
@@ -23,6 +23,7 @@ app.add_typer(run.app, name="run")
 app.add_typer(bench.app, name="bench")
 app.command(name="load")(load.load)
 app.command(name="query")(query.query)
+app.command(name="sql")(sql.sql)
 app.command(name="chaos")(chaos.chaos)
 
 

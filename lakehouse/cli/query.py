@@ -8,16 +8,16 @@ import typer
 
 from lakehouse.cli.common import console, settings_or_exit
 
-ENGINES = ("duckdb", "spark", "trino")
-
 
 def query(
     name: Annotated[str | None, typer.Argument(help="A query from queries/sql (see --list).")] = None,
     sql: Annotated[str | None, typer.Option(
-        "--sql", help="Your own Trino SQL. Name tables by role: {clicks}, {dead_letter}, {products}, {members}, "
-                      "{product_views}, {member_activity}, {daily_users}; metadata: {clicks:snapshots}, "
-                      "{clicks:files}.")] = None,
-    engine: Annotated[str, typer.Option(help=f"One of {', '.join(ENGINES)}. DuckDB (default) reads the tables "
+        "--sql", help="Your own Trino SQL, tables by name as in Trino: ods_behavior.clickevent, "
+                      "iceberg.dim_db.products, a bare name with --schema, metadata tables as "
+                      "ods_behavior.\"clickevent$snapshots\" ($files, $history, $partitions). The library's role "
+                      "placeholders work too: {clicks}, {products}, {clicks:files}.")] = None,
+    schema: Annotated[str | None, typer.Option(help="Schema for bare table names (as `USE schema`).")] = None,
+    engine: Annotated[str, typer.Option(help="One of duckdb, spark, trino. DuckDB (default) reads the tables "
                                              "directly on the local stack; trino needs the Kubernetes runtime.")]
     = "duckdb",
     fmt: Annotated[str, typer.Option("--format", help="table, csv or json (one object per line).")] = "table",
@@ -30,11 +30,12 @@ def query(
       lakehouse query --list\n
       lakehouse query top_products\n
       lakehouse query freshness --format json\n
-      lakehouse query --sql "SELECT count(*) AS n FROM {clicks}"\n
+      lakehouse query --sql "SELECT count(*) AS n FROM ods_behavior.clickevent"\n
       lakehouse query table_health --engine trino
     """
     from queries import library, output
     from queries.dialects import EngineGap
+    from queries.engines import ENGINES, open_engine
 
     if list_:
         for q in library.all_queries():
@@ -53,26 +54,12 @@ def query(
         raise typer.BadParameter(str(exc.args[0]), param_hint="NAME") from None
     settings = settings_or_exit()
     if show_sql:
-        rendered, _ = library.render(chosen.template, settings, lambda ref: library.trino_name(settings, ref))
-        console.print(rendered, style="dim")
+        console.print(library.render(chosen.template, settings), style="dim")
     try:
         with console.status(f"running {chosen.name} on {engine}..."):
-            result = _engine(engine, settings).run(chosen.template)
+            result = open_engine(engine, settings).run(chosen.template, schema=schema)
     except (EngineGap, KeyError, ValueError) as exc:
         console.print(f"[red]{chosen.name}: {exc.args[0] if exc.args else exc}[/red]")
         raise typer.Exit(2) from None
     output.write(result, fmt, console, title=f"{chosen.name}: {chosen.description}")
 
-
-def _engine(name: str, settings):
-    if name == "duckdb":
-        from queries.duckdb_engine import DuckDBEngine
-
-        return DuckDBEngine(settings)
-    if name == "spark":
-        from queries.spark_engine import SparkEngine
-
-        return SparkEngine(settings)
-    from queries.trino_engine import TrinoEngine
-
-    return TrinoEngine(settings)

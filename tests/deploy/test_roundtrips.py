@@ -68,7 +68,7 @@ def test_s3_put_then_get(settings):
 
 def test_iceberg_table_from_spark_is_read_by_pyiceberg_and_duckdb(settings, spark):
     from lakehouse.catalog import pyiceberg_catalog
-    from queries.duckdb_engine import connect, scan_sql
+    from queries.duckdb_engine import DuckDBEngine
 
     table = f"smoke.roundtrip_{uuid.uuid4().hex[:6]}"
     spark.sql("CREATE NAMESPACE IF NOT EXISTS smoke")
@@ -81,8 +81,9 @@ def test_iceberg_table_from_spark_is_read_by_pyiceberg_and_duckdb(settings, spar
     arrow = pyiceberg_catalog(settings).load_table(table).scan().to_arrow().sort_by("id")
     assert list(zip(arrow["id"].to_pylist(), arrow["name"].to_pylist())) == expected
 
-    con = connect(settings)
-    assert con.execute(f"SELECT id, name FROM {scan_sql(settings, table)} ORDER BY id").fetchall() == expected
+    # a table of a user's own, in a schema of its own: found by its plain name, no code knows it
+    rows = DuckDBEngine(settings).run(f"SELECT id, name FROM {table} ORDER BY id").to_pylist()
+    assert [(r["id"], r["name"]) for r in rows] == expected
 
 
 def test_mariadb_seed_and_binlog(settings):

@@ -1,0 +1,33 @@
+"""Open a query engine by name: the one place the CLI's commands (query, sql, bench) get one."""
+
+from __future__ import annotations
+
+from lakehouse.settings import Settings
+
+ENGINES = ("duckdb", "spark", "trino")
+
+
+def open_engine(name: str, settings: Settings):
+    """DuckDB reads the tables directly (local stack); Spark is the reference; Trino is the cluster's."""
+    if name == "duckdb":
+        from queries.duckdb_engine import DuckDBEngine
+
+        return DuckDBEngine(settings)
+    if name == "spark":
+        from queries.spark_engine import SparkEngine
+
+        return SparkEngine(settings)
+    if name == "trino":
+        from queries.trino_engine import TrinoEngine
+
+        return TrinoEngine(settings)
+    raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
+
+
+def open_session(name: str, settings: Settings, schema: str | None = None):
+    """A SqlSession on engine ``name``; DuckDB and Spark answer SHOW/DESCRIBE from the engine's catalogue."""
+    from queries.session import SqlSession
+
+    engine = open_engine(name, settings)
+    names = (settings.catalog.trino_catalog, settings.catalog.name)
+    return SqlSession(engine, getattr(engine, "catalogue", None), names, schema)
