@@ -142,6 +142,13 @@ class TrinoSettings(_Service):
     timeout_seconds: float = Field(60.0, gt=0)
 
 
+class QuerySettings(_Service):
+    """The local stack's SQL service (`queries.server`): a warm DuckDB that `lakehouse query` and
+    `lakehouse sql` hand statements to when it answers (they run them in-process when it does not)."""
+
+    port: Port = 18089
+
+
 class MariaDBSettings(_Service):
     """The MySQL-compatible source database with row binlog (MariaDB locally, MySQL 8 in Kubernetes)."""
 
@@ -230,6 +237,7 @@ class Settings(BaseSettings):
     metastore: MetastoreSettings = MetastoreSettings()
     mariadb: MariaDBSettings = MariaDBSettings()
     trino: TrinoSettings = TrinoSettings()
+    query: QuerySettings = QuerySettings()
     prometheus: PrometheusSettings = PrometheusSettings()
     catalog: CatalogSettings = CatalogSettings()
     metrics: MetricsSettings = MetricsSettings()

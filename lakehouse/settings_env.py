@@ -61,9 +61,9 @@ def side_by_side_env(run_dir: Path, shift: int) -> dict[str, str]:
     """
     defaults = Settings()
     env = {"LAKEHOUSE_RUN_DIR": str(run_dir)}
-    for section in ("kafka", "s3", "postgres", "metastore", "mariadb", "prometheus", "metrics"):
+    for section in type(defaults).model_fields:  # every section with a port: a new service is shifted too
         model = getattr(defaults, section)
-        for field in type(model).model_fields:
+        for field in getattr(type(model), "model_fields", {}):
             if field == "port" or field.endswith("_port"):
                 env[f"LAKEHOUSE_{section.upper()}__{field.upper()}"] = str(getattr(model, field) + shift)
     return env

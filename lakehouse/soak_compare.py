@@ -25,8 +25,10 @@ import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lakehouse.soak import Sample
+if TYPE_CHECKING:  # annotations only: the CLI imports this module's defaults, not the soak
+    from lakehouse.soak import Sample
 
 FRESHNESS_TOLERANCE = 0.10
 

@@ -12,9 +12,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
 
+from queries.errors import EngineGap
 
-class EngineGap(RuntimeError):
-    """A query the chosen engine cannot answer faithfully (names the gap; never a wrong answer)."""
+__all__ = ["EngineGap", "SyntaxProblem", "parse", "pin_now", "to_sql"]
 
 
 class SyntaxProblem(EngineGap):

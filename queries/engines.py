@@ -24,8 +24,18 @@ def open_engine(name: str, settings: Settings):
     raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
 
 
-def open_session(name: str, settings: Settings, schema: str | None = None):
-    """A SqlSession on engine ``name``; DuckDB and Spark answer SHOW/DESCRIBE from the engine's catalogue."""
+def open_session(name: str, settings: Settings, schema: str | None = None, service: bool = True):
+    """A session on engine ``name``: ``execute(statement) -> Outcome``, ``schema``, ``engine_name``.
+
+    On DuckDB, the local stack's SQL service (``queries.server``) when it answers and
+    ``service`` allows: a warm engine, so a one-shot question costs the query. Otherwise an
+    in-process SqlSession; DuckDB and Spark answer SHOW/DESCRIBE from the catalog there.
+    """
+    if name == "duckdb" and service:
+        from queries.client import RemoteSession, service_answers
+
+        if service_answers(settings.query.host, settings.query.port):
+            return RemoteSession(settings.query.host, settings.query.port, schema)
     from queries.session import SqlSession
 
     engine = open_engine(name, settings)

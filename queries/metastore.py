@@ -11,7 +11,7 @@ DESCRIBE).
 
 from __future__ import annotations
 
-from queries.dialects import EngineGap
+from queries.errors import EngineGap
 
 
 class MetastoreDown(EngineGap):

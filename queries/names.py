@@ -12,10 +12,12 @@ written).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from sqlglot import exp
+from queries.errors import EngineGap
 
-from queries.dialects import EngineGap
+if TYPE_CHECKING:
+    from sqlglot import exp
 
 #: Trino's metadata tables (``table$kind``) the engines answer
 METADATA_KINDS = ("snapshots", "files", "history", "partitions")
@@ -122,6 +124,8 @@ class Catalogue:
 
 def table_nodes(tree: exp.Expression) -> list[exp.Table]:
     """The nodes of ``tree`` that name catalog tables (not a CTE's name, not a table function)."""
+    from sqlglot import exp
+
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     return [node for node in tree.find_all(exp.Table)
             if isinstance(node.this, exp.Identifier) and not (not node.db and node.name.lower() in ctes)]

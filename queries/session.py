@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import pyarrow as pa
 import sqlglot
@@ -19,7 +18,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
 from queries.describe import describe, show_create_table
-from queries.dialects import EngineGap
+from queries.errors import EngineGap, Outcome
 from queries.names import Catalogue
 
 _NAME = r'((?:"[^"]+"|[\w$]+)(?:\s*\.\s*(?:"[^"]+"|[\w$]+)){0,2})'
@@ -37,14 +36,6 @@ _COMMANDS: list[tuple[str, re.Pattern]] = [
 
 class StatementError(EngineGap):
     """A statement that cannot run as written; the message says where and why."""
-
-
-@dataclass
-class Outcome:
-    statement: str
-    table: pa.Table | None  # None: a statement with no rows (USE)
-    message: str
-    seconds: float
 
 
 def split_statements(text: str) -> list[str]:
@@ -100,11 +91,15 @@ class SqlSession:
         self.catalog_names = tuple(n.lower() for n in catalog_names)  # the first is the one shown
         self.schema = schema
 
+    @property
+    def engine_name(self) -> str:
+        return self.engine.name
+
     def execute(self, statement: str) -> Outcome:
         began = time.monotonic()
         table, message = self._answer(statement.strip().rstrip(";").strip())
         seconds = time.monotonic() - began
-        return Outcome(statement, table, message, seconds)
+        return Outcome(statement, table, message, seconds, self.schema)
 
     def _answer(self, statement: str) -> tuple[pa.Table | None, str]:
         for kind, pattern in _COMMANDS:

@@ -25,10 +25,13 @@ from deploy.local.services.metastore import Metastore
 from deploy.local.services.object_store import ObjectStore
 from deploy.local.services.postgres import Postgres
 from deploy.local.services.prometheus import Prometheus
+from deploy.local.services.query import QueryService
 from lakehouse.settings import Settings
 
-#: dependency order: the broker stores its log in S3; the metastore needs PostgreSQL
-SERVICE_TYPES: tuple[type[Service], ...] = (ObjectStore, Broker, Postgres, Metastore, MariaDB, Prometheus)
+#: dependency order: the broker stores its log in S3; the metastore needs PostgreSQL; the SQL service reads
+#: tables through the metastore and the object store
+SERVICE_TYPES: tuple[type[Service], ...] = (ObjectStore, Broker, Postgres, Metastore, MariaDB, Prometheus,
+                                            QueryService)
 
 Progress = Callable[[str], None]
 

@@ -34,8 +34,9 @@ def query(
       lakehouse query table_health --engine trino
     """
     from queries import library, output
-    from queries.dialects import EngineGap
-    from queries.engines import ENGINES, open_engine
+    from queries.client import RemoteSession
+    from queries.engines import ENGINES, open_session
+    from queries.errors import EngineGap
 
     if list_:
         for q in library.all_queries():
@@ -57,9 +58,16 @@ def query(
         console.print(library.render(chosen.template, settings), style="dim")
     try:
         with console.status(f"running {chosen.name} on {engine}..."):
-            result = open_engine(engine, settings).run(chosen.template, schema=schema)
+            session = open_session(engine, settings, schema)
+            if isinstance(session, RemoteSession):  # the stack's SQL service renders: no Arrow needed here
+                rendered, outcome = session.execute_rendered(chosen.template, fmt)
+            else:
+                outcome = session.execute(chosen.template)
+                rendered = None if outcome.table is None else output.render(outcome.table, fmt)
     except (EngineGap, KeyError, ValueError) as exc:
         console.print(f"[red]{chosen.name}: {exc.args[0] if exc.args else exc}[/red]")
         raise typer.Exit(2) from None
-    output.write(result, fmt, console, title=f"{chosen.name}: {chosen.description}")
-
+    if rendered is None:  # a statement without rows (USE): its message says what it did
+        console.print(outcome.message)
+        return
+    output.show(rendered, console, title=f"{chosen.name}: {chosen.description}")

@@ -72,7 +72,7 @@ def _show(outcome, fmt: str) -> None:
 
 def _run_script(session, script: str, fmt: str) -> int:
     """Run each statement; the first error ends the script with exit code 1."""
-    from queries.dialects import EngineGap
+    from queries.errors import EngineGap
     from queries.session import split_statements
 
     try:
@@ -101,7 +101,7 @@ def _interactive(session, fmt: str, history: Path) -> None:
     from prompt_toolkit.history import FileHistory
     from prompt_toolkit.key_binding import KeyBindings
 
-    from queries.dialects import EngineGap
+    from queries.errors import EngineGap
     from queries.session import is_complete, split_statements
 
     bindings = KeyBindings()
@@ -117,10 +117,10 @@ def _interactive(session, fmt: str, history: Path) -> None:
     history.parent.mkdir(parents=True, exist_ok=True)
     prompt = PromptSession(history=FileHistory(str(history)), multiline=True, key_bindings=bindings,
                            prompt_continuation=lambda width, *_: "-> ".rjust(width))
-    console.print(f"lakehouse sql on {session.engine.name}: 'help' for examples, 'quit' or Ctrl-D to leave")
+    console.print(f"lakehouse sql on {session.engine_name}: 'help' for examples, 'quit' or Ctrl-D to leave")
     while True:
         try:
-            text = prompt.prompt(f"{session.engine.name}:{session.schema or ''}> ")
+            text = prompt.prompt(f"{session.engine_name}:{session.schema or ''}> ")
         except KeyboardInterrupt:
             continue  # Ctrl-C drops the statement being typed
         except EOFError:

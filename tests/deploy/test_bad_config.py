@@ -16,7 +16,7 @@ import pytest
 from deploy import artifacts
 from deploy.local import processes
 from deploy.local.processes import StackError
-from deploy.local.stack import LocalStack
+from deploy.local.stack import SERVICE_TYPES, LocalStack
 from lakehouse.settings import REPO_ROOT, Settings
 from lakehouse.settings_env import side_by_side_env
 
@@ -96,7 +96,7 @@ def test_failure_midway_stops_what_was_started(other_stack):
 def test_up_then_down_leaves_no_process(other_stack):
     other_stack.up()
     pids = [r.pid for r in other_stack.status()]
-    assert all(pids) and len(pids) == 6
+    assert all(pids) and len(pids) == len(SERVICE_TYPES)
     family = {p for pid in pids for p in [pid] + [c.pid for c in psutil.Process(pid).children(recursive=True)]}
     other_stack.down()
     time.sleep(0.5)

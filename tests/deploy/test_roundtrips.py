@@ -123,6 +123,6 @@ def test_mariadb_seed_and_binlog(settings):
     assert str(ours[0]["product_price"]) == "1.2345"
 
 
-@pytest.mark.parametrize("service", ["kafka", "s3", "postgres", "metastore", "mariadb", "prometheus"])
+@pytest.mark.parametrize("service", ["kafka", "s3", "postgres", "metastore", "mariadb", "prometheus", "query"])
 def test_listed_in_status(stack, service):
     assert service in {r.service for r in stack.status() if r.ready}

@@ -10,7 +10,7 @@ import psutil
 
 from deploy.local import processes
 
-SERVICES = {"s3", "kafka", "postgres", "metastore", "mariadb", "prometheus"}
+SERVICES = {"s3", "kafka", "postgres", "metastore", "mariadb", "prometheus", "query"}
 
 
 def test_every_service_is_ready_with_a_live_pid(stack):

@@ -3,7 +3,9 @@
 The seed's session (`use catalog iceberg; show schemas; use <schema>; select * from <table>
 limit 100;`) runs through stdin; plain names and Trino's metadata tables give DuckDB and
 Spark the same rows; a commit made between two statements of one session is seen by the
-second; an unknown name lists what exists and a syntax error points at its position.
+second; an unknown name lists what exists and a syntax error points at its position. The
+session tests run both in-process and through the stack's SQL service (``queries.server``),
+which the CLI uses when it answers and does without when it does not.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import uuid
 
 import pytest
 
+from deploy.local.processes import free_port
 from lakehouse.soak_services import child_env
-from queries.dialects import SyntaxProblem
+from queries.client import RemoteSession
+from queries.dialects import EngineGap, SyntaxProblem
 from queries.duckdb_engine import DuckDBEngine
 from queries.engines import open_session
 from queries.names import UnknownTable
@@ -75,13 +79,15 @@ def test_plain_names_and_metadata_tables_give_duckdb_and_spark_the_same_rows(tem
     assert rows(actual) == rows(expected)
 
 
-def test_a_commit_between_two_statements_is_seen_by_the_next(lake, spark):
+@pytest.mark.parametrize("service", [False, True], ids=["in-process", "sql-service"])
+def test_a_commit_between_two_statements_is_seen_by_the_next(service, lake, spark):
     settings, _, _ = lake
     table = f"own_{uuid.uuid4().hex[:6]}.visits"  # a user's own table, in a schema of its own
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {table.split('.')[0]}")
     spark.sql(f"CREATE TABLE {table} (id BIGINT, page STRING) USING iceberg TBLPROPERTIES ('format-version'='2')")
     spark.sql(f"INSERT INTO {table} VALUES (1, 'home'), (2, 'cart')")
-    session = open_session("duckdb", settings)
+    session = open_session("duckdb", settings, service=service)
+    assert isinstance(session, RemoteSession) == service
     assert session.execute(f"USE {table.split('.')[0]}").message == f"USE {table.split('.')[0]}"
 
     def counts() -> tuple[int, int]:
@@ -96,10 +102,11 @@ def test_a_commit_between_two_statements_is_seen_by_the_next(lake, spark):
     assert counts() == (2, 3)
 
 
-def test_show_and_describe_speak_trino(lake):
+@pytest.mark.parametrize("service", [False, True], ids=["in-process", "sql-service"])
+def test_show_and_describe_speak_trino(service, lake):
     settings, _, _ = lake
     schema, table = settings.catalog.clicks_table.split(".")
-    session = open_session("duckdb", settings)
+    session = open_session("duckdb", settings, service=service)
     assert schema in session.execute("SHOW SCHEMAS").table.column("Schema").to_pylist()
     assert session.execute("SHOW CATALOGS").table.column("Catalog").to_pylist() == ["iceberg"]
     assert table in session.execute(f"SHOW TABLES FROM iceberg.{schema}").table.column("Table").to_pylist()
@@ -115,7 +122,7 @@ def test_show_and_describe_speak_trino(lake):
 def test_bad_names_list_what_exists_and_bad_syntax_points_at_it(lake):
     settings, _, _ = lake
     schema, table = settings.catalog.clicks_table.split(".")
-    session: SqlSession = open_session("duckdb", settings)
+    session: SqlSession = open_session("duckdb", settings, service=False)
     with pytest.raises(UnknownTable, match=f"tables in {schema}: .*{table}"):
         session.execute(f"SELECT * FROM {schema}.clickz")
     with pytest.raises(UnknownTable, match=f"no schema 'nowhere'; schemas: .*{schema}"):
@@ -129,3 +136,21 @@ def test_bad_names_list_what_exists_and_bad_syntax_points_at_it(lake):
     with pytest.raises(SyntaxProblem, match="line 1, column") as error:
         session.execute(f"SELECT count(*) FROM {schema}.{table} WHERE")
     assert error.value.args[0].splitlines()[-1].strip() == "^"
+
+    remote = open_session("duckdb", settings)  # the same messages through the SQL service
+    with pytest.raises(EngineGap, match=f"tables in {schema}: .*{table}"):
+        remote.execute(f"SELECT * FROM {schema}.clickz")
+    with pytest.raises(EngineGap, match="line 1, column"):
+        remote.execute(f"SELECT count(*) FROM {schema}.{table} WHERE")
+
+
+def test_the_cli_answers_without_the_sql_service_too(lake):
+    settings, _, _ = lake
+    away = settings.model_copy(deep=True)
+    away.query.port = free_port(settings.query.host)  # nothing listens there: the CLI runs the query itself
+    for s in (settings, away):
+        done = subprocess.run([sys.executable, "-m", "lakehouse", "query", "--format", "json", "--sql",
+                               f"SELECT count(*) AS n FROM {settings.catalog.clicks_table}"],
+                              capture_output=True, text=True, env=child_env(s), timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == {"n": 600}
