@@ -11,6 +11,7 @@ import json
 import socket
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 
 from queries.errors import EngineGap, Outcome
 from queries.output import Rendered
@@ -30,20 +31,25 @@ def service_answers(host: str, port: int, timeout_s: float = 0.2) -> bool:
 class RemoteSession:
     engine_name = "duckdb"
 
-    def __init__(self, host: str, port: int, schema: str | None = None, timeout_s: float = 600.0):
+    def __init__(self, host: str, port: int, schema: str | None = None, timeout_s: float = 600.0,
+                 render_placeholders: Callable[[str], str] = lambda sql: sql):
+        """``render_placeholders``: the library's ``{role}`` names, rendered here with this process's
+        settings (the service's settings may name other tables)."""
         self.url, self.schema, self.timeout_s = f"http://{host}:{port}/v1/statement", schema, timeout_s
+        self.render_placeholders = render_placeholders
 
     def execute(self, statement: str) -> Outcome:
         """The statement's rows as Arrow (for the shell and for code)."""
         import pyarrow as pa
 
-        payload, headers = self._post({"sql": statement, "schema": self.schema})
+        payload, headers = self._post({"sql": self.render_placeholders(statement), "schema": self.schema})
         table = pa.ipc.open_stream(payload).read_all() if payload else None
         return self._outcome(statement, table, headers)
 
     def execute_rendered(self, statement: str, fmt: str) -> tuple[Rendered | None, Outcome]:
         """The statement's rows rendered as ``fmt`` by the service (a one-shot command prints them as they are)."""
-        payload, headers = self._post({"sql": statement, "schema": self.schema, "render": fmt})
+        payload, headers = self._post({"sql": self.render_placeholders(statement), "schema": self.schema,
+                                       "render": fmt})
         if payload and headers.get("Content-Type") != "application/json":
             raise EngineGap(f"the SQL service at {self.url} did not render the result: it runs older code than this "
                             "command; restart it with `lakehouse stack down` and `lakehouse stack up`")

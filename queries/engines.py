@@ -33,9 +33,11 @@ def open_session(name: str, settings: Settings, schema: str | None = None, servi
     """
     if name == "duckdb" and service:
         from queries.client import RemoteSession, service_answers
+        from queries.library import render
 
         if service_answers(settings.query.host, settings.query.port):
-            return RemoteSession(settings.query.host, settings.query.port, schema)
+            return RemoteSession(settings.query.host, settings.query.port, schema,
+                                 render_placeholders=lambda sql: render(sql, settings))
     from queries.session import SqlSession
 
     engine = open_engine(name, settings)

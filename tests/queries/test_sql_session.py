@@ -150,7 +150,7 @@ def test_the_cli_answers_without_the_sql_service_too(lake):
     away.query.port = free_port(settings.query.host)  # nothing listens there: the CLI runs the query itself
     for s in (settings, away):
         done = subprocess.run([sys.executable, "-m", "lakehouse", "query", "--format", "json", "--sql",
-                               f"SELECT count(*) AS n FROM {settings.catalog.clicks_table}"],
+                               "SELECT count(*) AS n FROM {clicks}"],  # this process's {clicks}, not the service's
                               capture_output=True, text=True, env=child_env(s), timeout=300)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == {"n": 600}
