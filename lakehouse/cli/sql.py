@@ -96,7 +96,8 @@ def _message(exc: BaseException) -> str:
     return str(exc.args[0]) if exc.args else str(exc)
 
 
-def _interactive(session, fmt: str, history: Path) -> None:
+def _interactive(session, fmt: str, history: Path, terminal_in=None, terminal_out=None) -> None:
+    """The shell; ``terminal_in`` / ``terminal_out`` replace the terminal (prompt_toolkit's pipe input in tests)."""
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory
     from prompt_toolkit.key_binding import KeyBindings
@@ -116,7 +117,8 @@ def _interactive(session, fmt: str, history: Path) -> None:
 
     history.parent.mkdir(parents=True, exist_ok=True)
     prompt = PromptSession(history=FileHistory(str(history)), multiline=True, key_bindings=bindings,
-                           prompt_continuation=lambda width, *_: "-> ".rjust(width))
+                           prompt_continuation=lambda width, *_: "-> ".rjust(width),
+                           input=terminal_in, output=terminal_out)
     console.print(f"lakehouse sql on {session.engine_name}: 'help' for examples, 'quit' or Ctrl-D to leave")
     while True:
         try:

@@ -154,3 +154,21 @@ def test_the_cli_answers_without_the_sql_service_too(lake):
                               capture_output=True, text=True, env=child_env(s), timeout=300)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == {"n": 600}
+
+
+def test_the_shell_takes_multi_line_statements_and_keeps_them_in_its_history(lake, tmp_path, capsys):
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from lakehouse.cli.sql import _interactive
+
+    settings, _, _ = lake
+    schema, table = settings.catalog.clicks_table.split(".")
+    with create_pipe_input() as keys:  # Enter is \r: it ends a statement only after its ';'
+        keys.send_text(f"use {schema};\rselect count(*) AS n\rfrom {table};\rselect 'a;b' AS s;\rhelp\rquit\r")
+        _interactive(open_session("duckdb", settings), "json", tmp_path / "history", keys, DummyOutput())
+    out, err = capsys.readouterr()
+    assert [json.loads(line) for line in out.splitlines()] == [{"n": 600}, {"s": "a;b"}]
+    assert f"USE {schema}" in err and "1 row in" in err and "metadata tables" in err.lower()
+    history = (tmp_path / "history").read_text()
+    assert f"+select count(*) AS n\n+from {table};" in history  # one entry for the two lines
