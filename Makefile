@@ -134,7 +134,7 @@ status: ## Pods, Spark applications and Kafka topics in the cluster
 	@$(KUBECTL) -n $(NS) get pods,sparkapplications,scheduledsparkapplications,kafkatopics
 
 trino: ## A Trino CLI session on the cluster's coordinator (catalog and schema preset)
-	@$(KUBECTL) -n $(NS) exec -it deploy/trino-coordinator -- trino --catalog lakehouse --schema ods_behavior
+	@$(KUBECTL) -n $(NS) exec -it deploy/trino-coordinator -- trino --catalog iceberg --schema ods_behavior
 
 load: ## Bounded load through the cluster's Locust master (RATE=events/s DURATION=60s)
 	@$(KUBECTL) -n $(NS) exec deploy/locust-master -- python -m loadgen.swarm --rate $(or $(RATE),2000) --duration $(or $(DURATION),60s)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -160,6 +160,16 @@ class MariaDBSettings(_Service):
     cdc_password: SecretStr | None = None
     app_user: str = "shop_app"
     app_password: SecretStr | None = None
+
+    #: binlog settings the CDC capture relies on, written into both runtimes' database configs: row events
+    #: with every column's before and after image, and the column names in the events themselves
+    #: (``binlog_row_metadata=FULL``: without it, names after an ``ADD COLUMN`` come from a schema read
+    #: earlier, and are wrong)
+    REQUIRED_BINLOG: ClassVar[dict[str, str]] = {
+        "binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_metadata": "FULL"}
+
+    def binlog_config_lines(self) -> str:
+        return "".join(f"{key}={value}\n" for key, value in self.REQUIRED_BINLOG.items())
 
 
 class PrometheusSettings(_Service):

@@ -109,7 +109,8 @@ SQL
 def mysql_server_config(settings: Settings) -> str:
     """Row binlog with full images and GTIDs: what the CDC capture needs from MySQL 8."""
     return (f"# {HEADER}\n[mysqld]\nserver-id={settings.mariadb.server_id}\nlog-bin=mysql-bin\n"
-            "binlog_format=ROW\nbinlog_row_image=FULL\ngtid_mode=ON\nenforce_gtid_consistency=ON\n")
+            + settings.mariadb.binlog_config_lines()
+            + "gtid_mode=ON\nenforce_gtid_consistency=ON\n")
 
 
 def scrape_policy(settings: Settings) -> dict:

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # `make up`: the lakehouse on a kind cluster, step by step, each step idempotent.
 # Usage: up.sh CLUSTER NAMESPACE IMAGE STRIMZI_VERSION SPARK_OPERATOR_VERSION
+# DRY_RUN=1 prints every command that changes the cluster or the image, in order, and runs none
+# (`make up DRY_RUN=1`; tests/deploy/k8s/test_up_order.py reads that order).
 set -euo pipefail
 cluster=$1 ns=$2 image=$3 strimzi=$4 spark_operator=$5
 cd "$(dirname "$0")/../.."
 kubectl=(kubectl --context "kind-$cluster")
 step() { printf '\n==> %s\n' "$*"; }
+run() { if [ "${DRY_RUN:-}" = 1 ]; then printf '+ %s\n' "$*" >&2; else "$@"; fi; }
 
 step "checking tools"
+if [ "${DRY_RUN:-}" != 1 ]; then
 missing=()
 for tool in docker kind kubectl helm; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -17,55 +21,64 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 1
 fi
 docker info >/dev/null 2>&1 || { echo "error: docker is installed but its daemon does not answer (is it running?)" >&2; exit 1; }
+fi
 
 step "kind cluster '$cluster'"
-if kind get clusters 2>/dev/null | grep -qx "$cluster"; then echo "exists"; else
-  kind create cluster --config k8s/kind-cluster.yaml --name "$cluster" --wait 120s; fi
+if [ "${DRY_RUN:-}" != 1 ] && kind get clusters 2>/dev/null | grep -qx "$cluster"; then echo "exists"; else
+  run kind create cluster --config k8s/kind-cluster.yaml --name "$cluster" --wait 120s; fi
 
 step "generated manifests up to date"
 .venv/bin/python -m deploy.k8s.generate --check || {
   echo "error: k8s/base/generated is stale: run \`make k8s-generate\` and commit it" >&2; exit 1; }
 
+# The operators' charts put RoleBindings and ServiceAccounts into the lakehouse namespace (watchNamespaces,
+# spark.jobNamespaces): it must exist first, with its Pod Security labels, before either chart is installed.
+step "namespace $ns (restricted Pod Security) before the operators that watch it"
+run "${kubectl[@]}" apply -f k8s/base/namespace.yaml
+
 step "operators: Strimzi $strimzi, spark-operator $spark_operator (helm, pinned)"
-helm upgrade --install strimzi oci://quay.io/strimzi-helm/strimzi-kafka-operator --version "$strimzi" \
+# Strimzi's default pod security provider leaves the pods it creates (brokers, entity operator) without
+# the security context a restricted namespace demands; its restricted provider sets them.
+run helm upgrade --install strimzi oci://quay.io/strimzi-helm/strimzi-kafka-operator --version "$strimzi" \
   --kube-context "kind-$cluster" --namespace strimzi --create-namespace \
-  --set "watchNamespaces={$ns}" --wait
-helm repo add spark-operator https://kubeflow.github.io/spark-operator >/dev/null 2>&1 || true
-helm repo update spark-operator >/dev/null
-helm upgrade --install spark-operator spark-operator/spark-operator --version "$spark_operator" \
+  --set "watchNamespaces={$ns}" \
+  --set "extraEnvs[0].name=STRIMZI_POD_SECURITY_PROVIDER_CLASS" --set "extraEnvs[0].value=restricted" --wait
+run helm repo add spark-operator https://kubeflow.github.io/spark-operator >/dev/null 2>&1 || true
+run helm repo update spark-operator >/dev/null
+run helm upgrade --install spark-operator spark-operator/spark-operator --version "$spark_operator" \
   --kube-context "kind-$cluster" --namespace spark-operator --create-namespace \
   --set "spark.jobNamespaces={$ns}" --set webhook.enable=true --wait
 
 step "image $image (built from deploy/Dockerfile, loaded into kind)"
-docker build -f deploy/Dockerfile -t "$image" .
-kind load docker-image "$image" --name "$cluster"
+run docker build -f deploy/Dockerfile -t "$image" .
+run kind load docker-image "$image" --name "$cluster"
 
 step "credentials (k8s/overlays/kind/credentials.env, 0600, never committed)"
-.venv/bin/python -m deploy.k8s.secrets
+run .venv/bin/python -m deploy.k8s.secrets
 
 step "namespace and storage"
-"${kubectl[@]}" apply --server-side -k k8s/overlays/kind --force-conflicts >/dev/null
+run "${kubectl[@]}" apply --server-side -k k8s/overlays/kind --force-conflicts >/dev/null
 wait_for() { # kind selector-or-name timeout
-  echo "waiting for $1 $2"; "${kubectl[@]}" -n "$ns" wait --for=condition="$4" "$1" $2 --timeout="$3"; }
-"${kubectl[@]}" -n "$ns" rollout status statefulset/minio --timeout=300s
-"${kubectl[@]}" -n "$ns" rollout status statefulset/postgres --timeout=300s
-"${kubectl[@]}" -n "$ns" rollout status statefulset/mysql --timeout=300s
+  echo "waiting for $1 $2"; run "${kubectl[@]}" -n "$ns" wait --for=condition="$4" "$1" $2 --timeout="$3"; }
+run "${kubectl[@]}" -n "$ns" rollout status statefulset/minio --timeout=300s
+run "${kubectl[@]}" -n "$ns" rollout status statefulset/postgres --timeout=300s
+run "${kubectl[@]}" -n "$ns" rollout status statefulset/mysql --timeout=300s
 wait_for job create-bucket 300s complete
 
 step "Kafka (Strimzi) and topics"
 wait_for kafka lakehouse 600s Ready
-"${kubectl[@]}" -n "$ns" wait --for=condition=Ready kafkatopic --all --timeout=300s
+run "${kubectl[@]}" -n "$ns" wait --for=condition=Ready kafkatopic --all --timeout=300s
 
 step "catalog and query engine"
 for d in hive-metastore trino-coordinator trino-worker; do
-  "${kubectl[@]}" -n "$ns" rollout status "deployment/$d" --timeout=600s; done
+  run "${kubectl[@]}" -n "$ns" rollout status "deployment/$d" --timeout=600s; done
 
 step "pipeline, CDC, observability, load generator"
-for d in cdc-capture freshness-probe prometheus grafana locust-master locust-worker; do
-  "${kubectl[@]}" -n "$ns" rollout status "deployment/$d" --timeout=600s; done
-for app in dims clicks aggregates maintenance; do
+for d in cdc-capture dims-apply live-aggregates freshness-probe prometheus grafana locust-master locust-worker; do
+  run "${kubectl[@]}" -n "$ns" rollout status "deployment/$d" --timeout=600s; done
+for app in clicks maintenance; do
   echo "waiting for SparkApplication $app to run"
-  "${kubectl[@]}" -n "$ns" wait --for=jsonpath='{.status.applicationState.state}'=RUNNING \
+  run "${kubectl[@]}" -n "$ns" wait --for=jsonpath='{.status.applicationState.state}'=RUNNING \
     "sparkapplication/$app" --timeout=600s
 done
 

@@ -74,7 +74,7 @@ class MariaDB(Service):
             f"datadir={datadir}\nport={m.port}\nbind-address={m.host}\nsocket={self.socket}\n"
             f"pid-file={self.data_dir / 'mariadb.pid'}\n"
             f"server_id={m.server_id}\nlog_bin={self.data_dir / 'db' / 'binlog'}\n"
-            "binlog_format=ROW\nbinlog_row_image=FULL\nbinlog_row_metadata=FULL\n"
+            + m.binlog_config_lines() +
             "expire_logs_days=7\ngtid_strict_mode=ON\n"
             "innodb_buffer_pool_size=64M\nperformance_schema=OFF\nskip-name-resolve\n"
             "character-set-server=utf8mb4\ncollation-server=utf8mb4_general_ci\n"

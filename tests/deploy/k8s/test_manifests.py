@@ -212,3 +212,11 @@ def test_cluster_jobs_leave_master_jars_and_driver_to_spark_submit():
     assert {"spark.jars", "spark.driver.host", "spark.driver.memory"} <= set(local)
     assert not {"spark.jars", "spark.driver.host", "spark.driver.memory", "spark.app.name"} & set(cluster)
     assert cluster["spark.sql.catalog.lakehouse.uri"] == "thrift://hive-metastore:9083"
+
+
+def test_the_cluster_database_writes_the_binlog_the_capture_needs():
+    """MySQL in the cluster gets the binlog options the local MariaDB has (column names in row events)."""
+    settings = cluster_settings()
+    config = generate.files(settings)["lakehouse-binlog.cnf"].splitlines()
+    for option, value in settings.mariadb.REQUIRED_BINLOG.items():
+        assert f"{option}={value}" in config

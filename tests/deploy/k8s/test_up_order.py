@@ -1,0 +1,66 @@
+"""`make up`'s steps, in the order it runs them (`DRY_RUN=1`), against what they need.
+
+No schema check sees these: the operators' charts write into the lakehouse namespace, so it
+must exist (restricted) before them; Strimzi must be told to give its pods a restricted
+security context; and `make up` must wait for every workload the overlay holds, under its
+current kind (the dimension apply and the live aggregates became Deployments).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+import yaml
+
+from deploy.k8s import validate
+from lakehouse.settings import REPO_ROOT
+
+NS = "lakehouse"
+
+
+@pytest.fixture(scope="module")
+def steps() -> list[str]:
+    done = subprocess.run(["bash", "deploy/k8s/up.sh", "kind-test", NS, "lakehouse:test", "1.2.0", "2.5.2"],
+                          cwd=REPO_ROOT, env={**os.environ, "DRY_RUN": "1"}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [line[2:] for line in done.stderr.splitlines() if line.startswith("+ ")]
+
+
+def _first(steps: list[str], *words: str) -> int:
+    return next(i for i, step in enumerate(steps) if all(w in step for w in words))
+
+
+def test_the_namespace_exists_restricted_before_the_operators_that_write_into_it(steps):
+    namespace = _first(steps, "apply -f k8s/base/namespace.yaml")
+    assert namespace < _first(steps, "helm upgrade --install strimzi")
+    assert namespace < _first(steps, "helm upgrade --install spark-operator")
+    manifest = yaml.safe_load((REPO_ROOT / "k8s/base/namespace.yaml").read_text())
+    assert manifest["metadata"]["name"] == NS
+    assert manifest["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_strimzi_gives_its_pods_the_restricted_security_context(steps):
+    strimzi = steps[_first(steps, "helm upgrade --install strimzi")]
+    assert "extraEnvs[0].name=STRIMZI_POD_SECURITY_PROVIDER_CLASS" in strimzi
+    assert "extraEnvs[0].value=restricted" in strimzi
+
+
+def test_the_image_is_built_and_loaded_before_anything_runs_it(steps):
+    build, load = _first(steps, "docker build"), _first(steps, "kind load docker-image")
+    assert build < load < _first(steps, "apply --server-side -k k8s/overlays/kind")
+
+
+def test_up_waits_for_every_workload_the_overlay_holds(steps):
+    docs = validate.render()
+    waited = " ".join(steps)
+    for kind, prefix in (("Deployment", "deployment/"), ("StatefulSet", "statefulset/"),
+                         ("SparkApplication", "sparkapplication/")):
+        for doc in (d for d in docs if d["kind"] == kind):
+            assert f"{prefix}{doc['metadata']['name']}" in waited, f"make up never waits for {kind} " \
+                                                                 f"{doc['metadata']['name']}"
+    for name in (w.split("/", 1)[1].split()[0] for w in steps if "deployment/" in w):
+        assert any(d["kind"] == "Deployment" and d["metadata"]["name"] == name for d in docs), \
+            f"make up waits for deployment/{name}, which the overlay does not hold"
