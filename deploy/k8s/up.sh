@@ -42,12 +42,15 @@ step "operators: Strimzi $strimzi, spark-operator $spark_operator (helm, pinned)
 run helm upgrade --install strimzi oci://quay.io/strimzi-helm/strimzi-kafka-operator --version "$strimzi" \
   --kube-context "kind-$cluster" --namespace strimzi --create-namespace \
   --set "watchNamespaces={$ns}" \
-  --set "extraEnvs[0].name=STRIMZI_POD_SECURITY_PROVIDER_CLASS" --set "extraEnvs[0].value=restricted" --wait
+  --set "extraEnvs[0].name=STRIMZI_POD_SECURITY_PROVIDER_CLASS" --set "extraEnvs[0].value=restricted" \
+  --set resources.requests.cpu=100m --set resources.requests.memory=384Mi --wait
 run helm repo add spark-operator https://kubeflow.github.io/spark-operator >/dev/null 2>&1 || true
 run helm repo update spark-operator >/dev/null
 run helm upgrade --install spark-operator spark-operator/spark-operator --version "$spark_operator" \
   --kube-context "kind-$cluster" --namespace spark-operator --create-namespace \
-  --set "spark.jobNamespaces={$ns}" --set webhook.enable=true --wait
+  --set "spark.jobNamespaces={$ns}" --set webhook.enable=true \
+  --set controller.resources.requests.cpu=50m --set controller.resources.requests.memory=128Mi \
+  --set webhook.resources.requests.cpu=50m --set webhook.resources.requests.memory=64Mi --wait
 
 step "image $image (built from deploy/Dockerfile, loaded into kind)"
 run docker build -f deploy/Dockerfile -t "$image" .
@@ -70,13 +73,13 @@ wait_for kafka lakehouse 600s Ready
 run "${kubectl[@]}" -n "$ns" wait --for=condition=Ready kafkatopic --all --timeout=300s
 
 step "catalog and query engine"
-for d in hive-metastore trino-coordinator trino-worker; do
+for d in hive-metastore trino-coordinator; do
   run "${kubectl[@]}" -n "$ns" rollout status "deployment/$d" --timeout=600s; done
 
 step "pipeline, CDC, observability, load generator"
 for d in cdc-capture dims-apply live-aggregates freshness-probe prometheus grafana locust-master locust-worker; do
   run "${kubectl[@]}" -n "$ns" rollout status "deployment/$d" --timeout=600s; done
-for app in clicks maintenance; do
+for app in pipeline; do
   echo "waiting for SparkApplication $app to run"
   run "${kubectl[@]}" -n "$ns" wait --for=jsonpath='{.status.applicationState.state}'=RUNNING \
     "sparkapplication/$app" --timeout=600s

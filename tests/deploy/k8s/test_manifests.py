@@ -46,7 +46,7 @@ def test_overlay_renders_the_whole_system(docs):
     kinds = {d["kind"] for d in docs}
     assert {"Namespace", "Kafka", "KafkaNodePool", "KafkaTopic", "StatefulSet", "Deployment", "Job", "Service",
             "SparkApplication", "ScheduledSparkApplication", "NetworkPolicy", "Secret", "ConfigMap"} <= kinds
-    assert {d["metadata"]["name"] for d in by_kind(docs, "SparkApplication")} == {"clicks", "maintenance"}
+    assert {d["metadata"]["name"] for d in by_kind(docs, "SparkApplication")} == {"pipeline"}
     # the Spark-free writers are plain Deployments, one replica each
     assert {"cdc-capture", "dims-apply", "live-aggregates"} <= {d["metadata"]["name"] for d in by_kind(docs, "Deployment")}
     assert {d["spec"]["topicName"] for d in by_kind(docs, "KafkaTopic")} == set(cluster_settings().topics())
@@ -68,7 +68,7 @@ def test_custom_resources_pass_their_crds(docs):
     if crds is None:
         pytest.skip(validate.CRD_HINT)
     custom = [d for d in docs if validate.is_custom(d)]
-    assert len(custom) >= 9  # Kafka, node pool, 4 topics, 3 applications, 1 scheduled
+    assert len(custom) >= 8  # Kafka, node pool, 4 topics, the pipeline application, 1 scheduled
     assert validate.custom_problems(docs, crds) == []
 
 
@@ -140,7 +140,7 @@ def test_a_misspelt_field_in_a_spark_application_fails(docs):
     crds = validate.crd_dir()
     if crds is None:
         pytest.skip(validate.CRD_HINT)
-    broken = copy.deepcopy(named(docs, "SparkApplication", "clicks"))
+    broken = copy.deepcopy(named(docs, "SparkApplication", "pipeline"))
     broken["spec"]["driver"]["memroy"] = broken["spec"]["driver"].pop("memory")
     problems = validate.custom_problems([broken], crds)
     assert any("memroy" in p for p in problems), problems
@@ -188,7 +188,7 @@ def test_a_missing_configmap_and_a_drifted_topic_fail(docs):
 
 
 def test_an_entrypoint_missing_from_the_repo_fails(docs):
-    broken = copy.deepcopy(named(docs, "SparkApplication", "clicks"))
+    broken = copy.deepcopy(named(docs, "SparkApplication", "pipeline"))
     broken["spec"]["mainApplicationFile"] = "local:///opt/lakehouse/pipeline/nope.py"
     assert any("nope.py" in p for p in xref.entrypoints([broken]))
 

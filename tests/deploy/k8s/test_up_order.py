@@ -64,3 +64,31 @@ def test_up_waits_for_every_workload_the_overlay_holds(steps):
     for name in (w.split("/", 1)[1].split()[0] for w in steps if "deployment/" in w):
         assert any(d["kind"] == "Deployment" and d["metadata"]["name"] == name for d in docs), \
             f"make up waits for deployment/{name}, which the overlay does not hold"
+
+
+def test_the_whole_deployment_fits_a_kind_node_of_6_cpu_and_12_gib(steps):
+    """Every pod's requests, Spark's driver and executor pods and the operators included."""
+    from deploy.k8s import budget
+
+    docs = validate.render()
+    cpu, memory = budget.total(docs)
+    limit_cpu, limit_memory = budget.NODE_BUDGET
+    table = "\n".join(f"  {r.owner}: {r.cpu:.2f} CPU, {r.memory / budget.MI:,.0f} MiB" for r in budget.requests(docs))
+    print(f"requests: {cpu:.2f} CPU, {memory / 2**30:.2f} GiB of {limit_cpu:g} CPU, {limit_memory / 2**30:g} GiB\n{table}")
+    assert cpu <= limit_cpu and memory <= limit_memory, table
+    # the operators' requests counted are the ones make up sets on their charts
+    strimzi = steps[_first(steps, "helm upgrade --install strimzi")]
+    operator = steps[_first(steps, "helm upgrade --install spark-operator")]
+    assert "resources.requests.memory=384Mi" in strimzi and "resources.requests.cpu=100m" in strimzi
+    assert "controller.resources.requests.memory=128Mi" in operator and "webhook.resources.requests.memory=64Mi" in operator
+
+
+def test_spark_pods_are_sized_the_way_spark_sizes_them():
+    from deploy.k8s import budget
+
+    assert budget.memory("1g") == budget.memory("1024Mi") == 2**30
+    assert budget.memory("768m") == 768 * budget.MI and budget.memory("1G") == 10**9
+    assert budget.cpu("250m") == 0.25 and budget.cpu(1) == 1.0
+    # no memoryOverhead: 40 % for a Python application, at least 384 MiB
+    assert budget._spark_pod({"cores": 1, "memory": "2g"}) == (1.0, 2 * 2**30 + int(0.4 * 2 * 2**30))
+    assert budget._spark_pod({"cores": 1, "coreRequest": "250m", "memory": "512m"}) == (0.25, 896 * budget.MI)
