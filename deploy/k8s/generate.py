@@ -15,12 +15,12 @@ import json
 import re
 import shutil
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 import yaml
 
 from deploy.grafana import dashboards
 from deploy.k8s.profile import KAFKA_CLUSTER, NAMESPACE, STATE_DIR, cluster_settings, settings_env
+from deploy.metastore import site_properties, site_xml
 from deploy.prometheus_config import EXPORTER_LABEL, RULES_FILE, kubernetes_scrape_config
 from deploy.prometheus_rules import rules
 from lakehouse.settings import REPO_ROOT, Settings
@@ -72,24 +72,10 @@ def trino_catalog(settings: Settings) -> str:
 
 
 def hive_site(settings: Settings) -> str:
-    """The standalone metastore's config; the password is read from the environment at start."""
-    pg = settings.postgres
-    props = {
-        "javax.jdo.option.ConnectionURL": f"jdbc:postgresql://{pg.host}:{pg.port}/{pg.metastore_db}",
-        "javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
-        "javax.jdo.option.ConnectionUserName": pg.user,
-        "javax.jdo.option.ConnectionPassword": "${env.LAKEHOUSE_POSTGRES__PASSWORD}",
-        "metastore.warehouse.dir": settings.s3.warehouse,
-        "hive.metastore.warehouse.dir": settings.s3.warehouse,
-        # As on the local stack: the metastore only creates empty directories; map s3:// to a scratch dir.
-        "fs.s3.impl": "org.apache.hadoop.fs.viewfs.ViewFileSystemOverloadScheme",
-        "fs.viewfs.overload.scheme.target.file.impl": "org.apache.hadoop.fs.LocalFileSystem",
-        f"fs.viewfs.mounttable.{settings.s3.warehouse_bucket}.linkFallback": "file:///tmp/warehouse",
-        "hive.metastore.event.db.notification.api.auth": "false",
-    }
-    body = "\n".join(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>"
-                     for k, v in props.items())
-    return f'<?xml version="1.0"?>\n<!-- {HEADER} -->\n<configuration>\n{body}\n</configuration>\n'
+    """The metastore's config: the local stack's (``deploy.metastore``), the password read from the environment
+    at start and a scratch folder for the ``s3://`` directories it makes."""
+    props = site_properties(settings, "${env.LAKEHOUSE_POSTGRES__PASSWORD}", "file:///tmp/warehouse")
+    return site_xml(props, HEADER)
 
 
 def mysql_users(settings: Settings) -> str:

@@ -220,3 +220,22 @@ def test_the_cluster_database_writes_the_binlog_the_capture_needs():
     config = generate.files(settings)["lakehouse-binlog.cnf"].splitlines()
     for option, value in settings.mariadb.REQUIRED_BINLOG.items():
         assert f"{option}={value}" in config
+
+
+def test_the_cluster_runs_the_metastore_and_the_spark_the_suite_tests(docs):
+    """Hive 4 dropped the get_table call Spark 3.5 and PyIceberg make; an operator on Spark 4 submits
+    with another Spark than the jobs': the cluster must run what the local suite runs."""
+    import pyspark
+
+    hms = named(docs, "Deployment", "hive-metastore")["spec"]["template"]["spec"]["containers"][0]
+    assert hms["image"].split(":")[0] == "lakehouse"  # pyspark's Hive 2.3.9 jars, as locally
+    assert hms["command"][:3] == ["python", "-m", "deploy.metastore"]
+    assert (REPO_ROOT / "deploy" / "metastore.py").exists()
+    local = generate.hive_site(cluster_settings())
+    for prop in ("datanucleus.schema.autoCreateAll", "hive.metastore.warehouse.dir", "fs.s3.impl"):
+        assert f"<name>{prop}</name>" in local
+    apps = by_kind(docs, "SparkApplication") + [d["spec"]["template"] for d in by_kind(docs, "ScheduledSparkApplication")]
+    for app in apps:
+        spec = app.get("spec", app)
+        assert spec["sparkVersion"] == pyspark.__version__
+        assert spec["image"].split(":")[0] == "lakehouse"
