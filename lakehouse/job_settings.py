@@ -26,6 +26,15 @@ class PipelineSettings(BaseModel):
         10.0, ge=0, description="How old the click job's snapshot of the product and member dimensions may get "
                                 "before a batch reads them again (0: every batch).")
     on_offsets_expired: Literal["fail", "earliest"] = "fail"
+    schema_policy: Literal["evolve", "strict", "ignore"] = Field(
+        "evolve", description="ClickEvent fields beyond the contract (lakehouse/contracts/clickevent.schema.json): "
+                              "'evolve' adds a new scalar field as a nullable column in the commit of the batch "
+                              "that first carries it (and widens int -> long, float -> double); 'strict' "
+                              "dead-letters events with unknown fields (unknown_field); 'ignore' drops the "
+                              "fields. docs/schema-evolution.md.")
+    max_evolved_columns: int = Field(
+        64, ge=0, description="Columns the click table may gain by evolution; past them a new field is a dead "
+                              "letter (too_many_fields), so a buggy app cannot grow the schema without bound.")
     max_event_bytes: int = Field(16_384, ge=64)
     max_event_age_days: int = Field(7, ge=1)
     max_event_future_seconds: int = Field(300, ge=0)

@@ -33,6 +33,11 @@ def _options(parser):
     group.add_argument("--batch-max", type=int, default=500, help="Most events one task iteration sends.")
     group.add_argument("--db-change-rate", type=float, default=0.0, env_var="LOCUST_DB_CHANGE_RATE",
                        help="Database changes/s (0 = none).")
+    group.add_argument("--new-field", action="append", default=[], metavar="NAME:TYPE",
+                       help="A field beyond the contract the events start carrying, as an app release adds one "
+                            "(type string, integer, number or boolean); repeatable.")
+    group.add_argument("--rollout", default="100%",
+                       help="Share of events with the new fields, rising over the run: 10%%->100%%.")
     group.add_argument("--summary-file", default="", help="Write the final per-kind counts here (JSON) on exit.")
 
 

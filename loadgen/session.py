@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 from lakehouse.settings import Settings, load_settings
 from loadgen.events import bad_payload, click_event, encode
 from loadgen.pacing import Pacer
+from loadgen.rollout import NewField, Rollout, with_new_fields
 
 _state: dict = {}
 
@@ -62,7 +63,10 @@ def init(environment) -> None:
     from locust.runners import WorkerRunner
 
     s = load_settings()
-    _state.update(settings=s, environment=environment, rng=random.Random(), pacer=Pacer(_profile(environment)))
+    opts = environment.parsed_options
+    _state.update(settings=s, environment=environment, rng=random.Random(), pacer=Pacer(_profile(environment)),
+                  new_fields=tuple(NewField.parse(f) for f in opts.new_field), rollout=Rollout.parse(opts.rollout),
+                  duration=float(opts.run_time or 60), started=time.monotonic())
     _state["producer"] = Producer({
         "bootstrap.servers": s.kafka.bootstrap, "enable.idempotence": True,  # retries never write twice
         "linger.ms": 10, "batch.num.messages": 10_000,
@@ -87,11 +91,13 @@ def produce_clicks(n: int) -> None:
     """Send n events (a share of them bad, as configured) and serve delivery reports."""
     env, rng, producer = _state["environment"], _state["rng"], _state["producer"]
     topic, bad_share = settings().kafka.clicks_topic, env.parsed_options.bad_share
+    fields = _state["new_fields"]
+    share = _state["rollout"].share(time.monotonic() - _state["started"], _state["duration"]) if fields else 0.0
     for _ in range(n):
         if bad_share and rng.random() < bad_share:
             kind, payload = "bad_click", bad_payload(rng)[1]
         else:
-            kind, payload = "click", encode(click_event(rng))
+            kind, payload = "click", encode(with_new_fields(click_event(rng), fields, share, rng))
         callback = partial(_delivered, time.perf_counter(), kind, len(payload))
         try:
             producer.produce(topic, payload, on_delivery=callback)

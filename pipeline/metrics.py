@@ -58,6 +58,8 @@ MAINTENANCE_BYTES = Counter("lakehouse_maintenance_bytes_rewritten_total", "Byte
 MAINTENANCE_EXPIRED = Counter("lakehouse_maintenance_snapshots_expired_total", "Snapshots expired.", ["table"])
 MAINTENANCE_ORPHANS = Counter("lakehouse_maintenance_orphan_files_removed_total", "Unreferenced files removed.",
                               ["table"])
+SCHEMA_CHANGES = Counter("lakehouse_schema_changes_total", "Columns added to or widened in a table by schema "
+                         "evolution (pipeline.schema_policy=evolve), by change (added, widened).", ["table", "change"])
 OFFSETS_EXPIRED = Counter("lakehouse_kafka_offsets_expired_total",
                           "Times committed offsets were outside the broker's retained range.", ["topic", "partition"])
 

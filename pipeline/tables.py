@@ -67,6 +67,13 @@ CLICKS_COLUMNS = """
     kafka_offset BIGINT
 """
 
+#: click-table columns taken from the parsed and enriched event as they are (the rest are derived)
+CLICKS_FROM_EVENT = ("event_id", "webpageId", "uid", "productId", "cookieId", "expendTime", "updateTime",
+                     "name", "product_price", "member_level")
+
+#: the click table's columns before any evolution (an event field may not take these names, in any case)
+CLICKS_FIXED_COLUMNS = frozenset(line.split()[0] for line in CLICKS_COLUMNS.strip().splitlines())
+
 DEAD_LETTER_COLUMNS = """
     raw BINARY COMMENT 'the payload exactly as read',
     error_kind STRING,

@@ -30,30 +30,43 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.cdc.dimension_tables import ensure_dimension_tables
+from pipeline.clicks import evolving_batch
 from pipeline.clicks.batch_stats import AGE_STEP_MS, BatchStats, BatchStatsParam, count_batch
 from pipeline.clicks.dead_letters import BackgroundCommits, carried_frame
-from pipeline.clicks.validate import PARSED_SCHEMA, Limits, parse_batch
+from pipeline.clicks.evolution import Shape, is_change_request, shape_of
+from pipeline.clicks.validate import CONTRACT, Limits, parse_batch, parsed_schema
 from pipeline.dimensions import ENRICHED_FIELDS, DimensionCache, enrich_batch
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.fetch import records_frame
 from pipeline.kafka_source.planner import Planner
 from pipeline.kafka_source.ranges import OffsetRange, next_offsets
 from pipeline.snapshot_properties import latest_properties
-from pipeline.tables import ensure_clicks_tables
+from pipeline.tables import CLICKS_FIXED_COLUMNS, CLICKS_FROM_EVENT, ensure_clicks_tables
 
 log = logging.getLogger(__name__)
 
-#: what the Python task hands the JVM: the parsed record and its enrichment, declared once as Arrow
-PARSED_SPARK_SCHEMA = from_arrow_schema(pa.schema([*PARSED_SCHEMA, *ENRICHED_FIELDS]))
+#: names no event field may take as a column, in any case: the contract's and the pipeline's own
+RESERVED_NAMES = frozenset(n.lower() for n in CLICKS_FIXED_COLUMNS | CONTRACT.names)
+
+
+@functools.lru_cache(maxsize=16)
+def spark_schema(shape: Shape):
+    """What the Python task hands the JVM: the parsed record (evolved columns included) and its enrichment."""
+    return from_arrow_schema(pa.schema([*parsed_schema(shape), *ENRICHED_FIELDS]))
 
 
 #: snapshot-summary key of a click-table commit: dead letters were all committed up to these offsets
 DEAD_DONE_PROPERTY = "lakehouse.dead-letters-done"
 
 
-def parse_and_enrich(raw: pa.RecordBatch, limits: Limits, dims, stats=None, planned_at_ms: int = 0) -> pa.RecordBatch:
-    """The Python task's whole share of a batch: validate, look up the dimensions (a broadcast), count."""
-    parsed = enrich_batch(parse_batch(raw, limits), dims.value)
+def parse_and_enrich(raw: pa.RecordBatch, limits: Limits, dims, stats=None, planned_at_ms: int = 0,
+                     shape: Shape | None = None) -> pa.RecordBatch:
+    """The Python task's whole share of a batch: validate, look up the dimensions (a broadcast), count.
+
+    A field the click table has no column for, under policy evolve, raises SchemaChangeNeeded:
+    the Spark job fails before its commit and the driver writes the batch as an evolving batch.
+    """
+    parsed = enrich_batch(parse_batch(raw, limits, shape=shape or Shape(policy="ignore")), dims.value)
     if stats is not None:
         stats.add(count_batch(parsed, planned_at_ms))
     return parsed
@@ -104,12 +117,19 @@ class ClickIngestJob:
         self.committed_ids = json.loads(ids) if ids else {}
         dead = kafka_offsets.committed_position(self.spark, self.dead_table)
         self.dead_committed, self.dead_committed_ids = dead.offsets, dead.topic_ids
+        self.shape = self._table_shape()
         log.info("clicks resume from %s (dead-letter at %s)", self.committed, self.dead_committed)
         # Commits made before the property existed wrote dead letters first: complete up to the click offsets.
         done = found[DEAD_DONE_PROPERTY]
         # Written by the next batch before anything else: if that fails, the batch fails and comes back here.
         self._dead_letters_done: kafka_offsets.Offsets | None = (
             kafka_offsets.decode(done) if done is not None else self.committed)
+
+    def _table_shape(self) -> Shape:
+        """The click table's evolved columns as the table has them now, and the configured policy."""
+        fields = [(f.name, f.dataType.simpleString()) for f in self.spark.table(self.clicks_table).schema.fields]
+        pipe = self.settings.pipeline
+        return shape_of(fields, CLICKS_FIXED_COLUMNS, pipe.schema_policy, pipe.max_evolved_columns, RESERVED_NAMES)
 
     def _catch_up_dead_letters(self, done: kafka_offsets.Offsets) -> None:
         """Write the dead letters between ``done`` and the click offsets (two batches at most; none normally)."""
@@ -138,8 +158,8 @@ class ClickIngestJob:
 
     def _read(self, ranges: list[OffsetRange], stats=None, planned_at_ms: int = 0) -> DataFrame:
         transform = functools.partial(parse_and_enrich, limits=self.limits, dims=self.dimensions.current(),
-                                      stats=stats, planned_at_ms=planned_at_ms)
-        return records_frame(self.spark, ranges, self.settings.kafka.bootstrap, PARSED_SPARK_SCHEMA, transform,
+                                      stats=stats, planned_at_ms=planned_at_ms, shape=self.shape)
+        return records_frame(self.spark, ranges, self.settings.kafka.bootstrap, spark_schema(self.shape), transform,
                              fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms)
 
     def _commit(self, df: DataFrame, table: str, offsets: kafka_offsets.Offsets,
@@ -188,8 +208,13 @@ class ClickIngestJob:
         done = self._background.in_flight_from or start
         stats = self.spark.sparkContext.accumulator(BatchStats(), BatchStatsParam())
         now = dt.datetime.now(dt.timezone.utc)
-        self._commit(self._clicks(self._read(work, stats, planned_at_ms), now), self.clicks_table, target,
-                     {DEAD_DONE_PROPERTY: kafka_offsets.encode(done)})
+        try:
+            self._commit(self._clicks(self._read(work, stats, planned_at_ms), now), self.clicks_table, target,
+                         {DEAD_DONE_PROPERTY: kafka_offsets.encode(done)})
+        except Exception as exc:
+            if not is_change_request(exc):
+                raise
+            return self._evolve(work, ranges, marks, start, target, began)
         committed_at_ms = int(time.time() * 1000)
         self.committed, self.committed_ids = target, dict(self.planner.topic_ids)
         counted: BatchStats = stats.value
@@ -211,6 +236,37 @@ class ClickIngestJob:
             metrics.LAG.labels(self.name, r.topic, str(r.partition)).set(marks[(r.topic, r.partition)].high - r.end)
         log.info("clicks: committed %d valid + %d dead-lettered in %.2fs", counted.valid, counted.dead,
                  time.monotonic() - began)
+        return max(total, 1)
+
+    def _evolve(self, work: list[OffsetRange], ranges: list[OffsetRange], marks, start: kafka_offsets.Offsets,
+                target: kafka_offsets.Offsets, began: float) -> int:
+        """Write the batch whose fields the table lacks: schema change, rows and offsets in one commit."""
+        log.info("clicks: the batch carries fields the click table has no column for: writing it as an evolving "
+                 "batch (schema change, rows and offsets in one commit)")
+        self._settle_dead_letters(wait=True)  # nothing in flight: the dead letters before `start` are all written
+        now = dt.datetime.now(dt.timezone.utc)
+        properties = {**kafka_offsets.commit_properties(target, self.planner.topic_ids),
+                      DEAD_DONE_PROPERTY: kafka_offsets.encode(start)}
+        result = evolving_batch.write(self.settings, work, self.shape, self.limits, self.dimensions.current().value,
+                                      properties, now)
+        self.committed, self.committed_ids = target, dict(self.planner.topic_ids)
+        self.shape = result.shape
+        if result.dead:
+            self._dead_letters_done = start  # the next batch writes them, read again with the new shape
+        metrics.LAST_COMMIT.labels(self.clicks_table).set(time.time())
+        for change in result.changes:
+            metrics.SCHEMA_CHANGES.labels(self.clicks_table, change.action).inc()
+            log.warning("clicks: schema of %s evolved: %s (offsets %s)", self.clicks_table, change.describe(),
+                        {r.topic: {r.partition: [r.start, r.end]} for r in work})
+        total = result.valid + result.dead
+        metrics.ROWS.labels(self.name, "in").inc(total)
+        metrics.ROWS.labels(self.name, "valid").inc(result.valid)
+        metrics.ROWS.labels(self.name, "dead_letter").inc(result.dead)
+        metrics.BATCHES.labels(self.name, "committed").inc()
+        metrics.BATCH_SECONDS.labels(self.name).observe(time.monotonic() - began)
+        for r in ranges:
+            metrics.COMMITTED_OFFSET.labels(self.name, r.topic, str(r.partition)).set(r.end)
+            metrics.LAG.labels(self.name, r.topic, str(r.partition)).set(marks[(r.topic, r.partition)].high - r.end)
         return max(total, 1)
 
     def _settle_dead_letters(self, wait: bool) -> None:
@@ -249,15 +305,16 @@ class ClickIngestJob:
                         F.lit(now).cast("timestamp").alias("ingest_time")))
 
     def _clicks(self, parsed: DataFrame, now: dt.datetime) -> DataFrame:
+        """Click-table rows (``evolving_batch.click_rows`` builds the same in Arrow)."""
         return parsed.filter(F.col("error").isNull()).select(
-            *["event_id", "webpageId", "uid", "productId", "cookieId", "expendTime", "updateTime",
-              "name", "product_price", "member_level"],
+            *CLICKS_FROM_EVENT,
             F.timestamp_millis("updateTime").alias("event_time"),
             F.timestamp_millis("timestamp_ms").alias("produced_at"),
             F.lit(now).cast("timestamp").alias("ingest_time"),
             F.col("topic").alias("kafka_topic"),
             F.col("partition").alias("kafka_partition"),
             F.col("offset").alias("kafka_offset"),
+            *[name for name, _ in self.shape.columns],
         )
 
     def _observe_latency(self, ages, commit_delay_ms: int) -> None:

@@ -16,6 +16,7 @@ parser alone cost 12-18 µs an event, the largest share of a click batch's Pytho
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -24,25 +25,40 @@ from typing import Annotated, Any, cast
 import msgspec
 import pyarrow as pa
 
+from lakehouse.contract import ContractField, click_contract
+from pipeline.clicks.evolution import ARROW_TYPES, INT32, SchemaChangeNeeded, Shape, fit, value_kind
 from pipeline.kafka_source.fetch import RAW_SCHEMA
 
-MAX_ID_LENGTH = 64
-MAX_WEBPAGE_ID = 2**31 - 1
-MAX_EXPEND_TIME = 86_400  # seconds on a page; a day is already absurd
+CONTRACT = click_contract()
+TEXT_FIELDS = [f for f in CONTRACT.fields if f.kind == "text"]
+#: the contract's bounds, named for the checks below (the contract file is the source)
+MAX_ID_LENGTH = max(f.max_length or 64 for f in TEXT_FIELDS)
+MAX_WEBPAGE_ID = CONTRACT.field("webpageId").maximum
+MAX_EXPEND_TIME = CONTRACT.field("expendTime").maximum
+EVENT_TIME = "updateTime"  # its window is relative to the Kafka timestamp (Limits), not fixed
+
+
+def _arrow_type(f: ContractField) -> pa.DataType:
+    if f.kind == "text":
+        return pa.string()
+    small = f.maximum is not None and f.minimum is not None and INT32[0] <= f.minimum and f.maximum <= INT32[1]
+    return pa.int32() if small else pa.int64()
+
 
 PARSED_SCHEMA = pa.schema([
     *RAW_SCHEMA,
     ("error", pa.string()),  # null for valid events: "kind: detail" otherwise
-    ("event_id", pa.string()),
-    ("webpageId", pa.int32()),
-    ("uid", pa.string()),
-    ("productId", pa.string()),
-    ("cookieId", pa.string()),
-    ("expendTime", pa.int32()),
-    ("updateTime", pa.int64()),
+    *[(f.column, _arrow_type(f)) for f in CONTRACT.fields],
 ])
 
 FIELDS = [f.name for f in PARSED_SCHEMA][len(RAW_SCHEMA) + 1:]
+#: the policy of callers that pass no shape: fields beyond the contract are dropped
+IGNORE = Shape(policy="ignore")
+
+
+def parsed_schema(shape: Shape) -> pa.Schema:
+    """PARSED_SCHEMA and the table's evolved columns after it."""
+    return pa.schema([*PARSED_SCHEMA, *[(name, ARROW_TYPES[kind]) for name, kind in shape.columns]])
 
 
 @dataclass(frozen=True)
@@ -87,76 +103,145 @@ def _text(name: str, value: Any, required: bool = True) -> str | None:
     return text
 
 
-class _Event(msgspec.Struct):
-    """A valid event's shape (types and fixed ranges); the time window and the ids' text are checked after."""
-
-    updateTime: int
-    webpageId: Annotated[int, msgspec.Meta(ge=0, le=MAX_WEBPAGE_ID)]
-    uid: str | int
-    productId: str | int
-    cookieId: str | int
-    expendTime: Annotated[int, msgspec.Meta(ge=0, le=MAX_EXPEND_TIME)]
-    eventId: str | int | None = None
+def _decoded_type(f: ContractField) -> Any:
+    if f.kind == "text":
+        return str | int
+    if f.minimum is None and f.maximum is None:
+        return int
+    return Annotated[int, msgspec.Meta(ge=f.minimum, le=f.maximum)]
 
 
-_DECODER = msgspec.json.Decoder(_Event)
+#: how the fast path decodes an evolved column's value (the Python path names what does not fit)
+_EVOLVED_DECODED: dict[str, Any] = {
+    "boolean": bool, "int": Annotated[int, msgspec.Meta(ge=INT32[0], le=INT32[1])], "long": int,
+    "float": float, "double": float, "string": str,
+}
 
 
-def parse_event(raw: bytes | None, now_ms: int, limits: Limits) -> dict[str, Any]:
-    """One raw payload -> the cleaned fields. Raises Invalid with a reason."""
+@functools.lru_cache(maxsize=16)
+def _decoder(columns: tuple[tuple[str, str], ...], forbid_unknown: bool) -> msgspec.json.Decoder:
+    """A valid event's shape (types and fixed ranges) for msgspec; the time window and the ids' text are checked after.
+
+    With ``forbid_unknown`` (policies evolve and strict) a field beyond the contract and the
+    table's columns sends the event to the Python path, which decides what it means.
+    """
+    fields: list[tuple] = [(f.name, _decoded_type(f)) if f.required else (f.name, _decoded_type(f) | None, None)
+                           for f in CONTRACT.fields]
+    fields += [(name, _EVOLVED_DECODED[kind] | None, None) for name, kind in columns]
+    struct = msgspec.defstruct("ClickEvent", fields, kw_only=True, forbid_unknown_fields=forbid_unknown)
+    return msgspec.json.Decoder(struct)
+
+
+def decoder(shape: Shape) -> msgspec.json.Decoder:
+    return _decoder(shape.columns, shape.policy != "ignore")
+
+
+def parse_event(raw: bytes | None, now_ms: int, limits: Limits, shape: Shape = IGNORE,
+                proposals: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """One raw payload -> the cleaned fields. Raises Invalid with a reason.
+
+    A field the table has no (wide enough) column for, under policy evolve, is a proposal:
+    appended to ``proposals`` if given, else raised as SchemaChangeNeeded.
+    """
     if raw is None:
         raise Invalid("malformed_json", "empty message (null value)")
     if len(raw) > limits.max_bytes:
         raise Invalid("oversize", f"{len(raw)} bytes > {limits.max_bytes}")
     try:
-        event = _DECODER.decode(raw)
+        event = decoder(shape).decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
-        return _parse_in_python(raw, now_ms, limits)  # it says what is wrong
+        return _parse_in_python(raw, now_ms, limits, shape, proposals)  # it says what is wrong
     low, high = now_ms - limits.max_age_ms, now_ms + limits.max_future_ms
-    if not low <= event.updateTime <= high:
-        raise Invalid("out_of_range", f"updateTime={event.updateTime} outside [{low}, {high}]")
-    return {
-        "event_id": _text("eventId", event.eventId, required=False),
-        "webpageId": event.webpageId,
-        "uid": _text("uid", event.uid),
-        "productId": _text("productId", event.productId),
-        "cookieId": _text("cookieId", event.cookieId),
-        "expendTime": event.expendTime,
-        "updateTime": event.updateTime,
-    }
+    update_time = getattr(event, EVENT_TIME)
+    if not low <= update_time <= high:
+        raise Invalid("out_of_range", f"{EVENT_TIME}={update_time} outside [{low}, {high}]")
+    fields = {f.column: (_text(f.name, getattr(event, f.name), f.required) if f.kind == "text"
+                         else getattr(event, f.name)) for f in CONTRACT.fields}
+    for name, kind in shape.columns:
+        value = getattr(event, name)
+        if kind == "float" and value is not None and value_kind(float(value)) == "double":
+            return _parse_in_python(raw, now_ms, limits, shape, proposals)  # float32 cannot hold it: a widening
+        fields[name] = value
+    return fields
 
 
-def _parse_in_python(raw: bytes, now_ms: int, limits: Limits) -> dict[str, Any]:
+def _parse_in_python(raw: bytes, now_ms: int, limits: Limits, shape: Shape = IGNORE,
+                     proposals: list[tuple[str, str]] | None = None) -> dict[str, Any]:
     try:
         obj = json.loads(raw)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise Invalid("malformed_json", str(exc)[:200]) from None
     if not isinstance(obj, dict):
         raise Invalid("malformed_json", f"expected a JSON object, got {type(obj).__name__}")
-    update_time = _int(obj, "updateTime", now_ms - limits.max_age_ms, now_ms + limits.max_future_ms)
-    return {
-        "event_id": _id(obj, "eventId", required=False),
-        "webpageId": _int(obj, "webpageId", 0, MAX_WEBPAGE_ID),
-        "uid": _id(obj, "uid"),
-        "productId": _id(obj, "productId"),
-        "cookieId": _id(obj, "cookieId"),
-        "expendTime": _int(obj, "expendTime", 0, MAX_EXPEND_TIME),
-        "updateTime": update_time,
-    }
+    fields: dict[str, Any] = {}
+    for f in sorted(CONTRACT.fields, key=lambda f: f.name != EVENT_TIME):  # the time window first, as the fast path
+        if f.name == EVENT_TIME:
+            fields[f.column] = _int(obj, f.name, now_ms - limits.max_age_ms, now_ms + limits.max_future_ms)
+        elif f.kind == "integer":
+            fields[f.column] = _int(obj, f.name, f.minimum if f.minimum is not None else -(2**63),
+                                    f.maximum if f.maximum is not None else 2**63 - 1)
+        else:
+            fields[f.column] = _id(obj, f.name, f.required)
+    found: list[tuple[str, str]] = []
+    for name, value in obj.items():
+        if name not in CONTRACT.names:
+            _extra_field(name, value, shape, fields, found)
+    for name, _ in shape.columns:
+        fields.setdefault(name, None)
+    if found:
+        if proposals is None:
+            raise SchemaChangeNeeded(*found[0])
+        proposals.extend(found)
+    return fields
 
 
-def classify(raw: bytes | None, now_ms: int, limits: Limits) -> tuple[dict[str, Any] | None, str | None]:
-    """(fields, None) for a valid event, (None, reason) otherwise. Never raises."""
+def _extra_field(name: str, value: Any, shape: Shape, fields: dict[str, Any], found: list[tuple[str, str]]) -> None:
+    """A field beyond the contract: a value for its column, a proposal, a dead letter, or nothing (ignore)."""
+    column = shape.column_type(name)
+    if column is None and shape.policy == "ignore":
+        return
+    if column is None and shape.policy == "strict":
+        raise Invalid("unknown_field", f"{name[:80]!r} is not in the {CONTRACT.title} contract (policy strict)")
+    if value is None:
+        return  # a null says nothing about a type: the field reads null either way
+    kind = value_kind(value)
+    if kind is None:
+        raise Invalid("wrong_type", f"{name[:80]} must be a string, integer, number or boolean, "
+                                    f"got {type(value).__name__}")
+    if column is None:
+        problem = shape.name_problem(name)
+        if problem:
+            raise Invalid("bad_field_name", problem)
+        if len(shape.columns) >= shape.max_columns:
+            raise Invalid("too_many_fields", f"{name[:80]}: the click table has {len(shape.columns)} evolved "
+                                             f"columns, pipeline.max_evolved_columns")
+        found.append((name, kind))
+        return
+    verdict = fit(column, kind)
+    if verdict == "ok":
+        fields[name] = value
+    elif verdict == "widen" and shape.policy == "evolve":
+        found.append((name, kind))
+    else:
+        raise Invalid("wrong_type", f"{name} is a {column} column, got {kind} {str(value)[:40]!r}")
+
+
+def classify(raw: bytes | None, now_ms: int, limits: Limits, shape: Shape = IGNORE,
+             proposals: list[tuple[str, str]] | None = None) -> tuple[dict[str, Any] | None, str | None]:
+    """(fields, None) for a valid event, (None, reason) otherwise. Raises only SchemaChangeNeeded."""
     try:
-        return parse_event(raw, now_ms, limits), None
+        return parse_event(raw, now_ms, limits, shape, proposals), None
     except Invalid as exc:
         return None, str(exc)
+    except SchemaChangeNeeded:
+        raise
     except Exception as exc:  # noqa: BLE001 - a parser bug must dead-letter, not kill the job
         return None, f"internal: {type(exc).__name__}: {str(exc)[:200]}"
 
 
-def parse_batch(raw: pa.RecordBatch, limits: Limits, now_ms: int | None = None) -> pa.RecordBatch:
-    """Raw Kafka records -> PARSED_SCHEMA; the error column says which are dead letters.
+def parse_batch(raw: pa.RecordBatch, limits: Limits, now_ms: int | None = None, shape: Shape = IGNORE,
+                proposals: list[tuple[str, str]] | None = None) -> pa.RecordBatch:
+    """Raw Kafka records -> ``parsed_schema(shape)``; the error column says which are dead letters.
 
     The accepted event-time window is measured from each record's Kafka timestamp (when it
     was produced), or from ``now_ms`` if given. So a record is classified the same however
@@ -165,14 +250,16 @@ def parse_batch(raw: pa.RecordBatch, limits: Limits, now_ms: int | None = None) 
     table to the other between two reads).
     """
     wall_ms = int(time.time() * 1000)
+    schema = parsed_schema(shape)
+    names = [f.name for f in schema][len(RAW_SCHEMA) + 1:]
     stamps = raw.column("timestamp_ms").to_pylist() if now_ms is None else None
-    out: dict[str, list] = {name: [] for name in ["error", *FIELDS]}
+    out: dict[str, list] = {name: [] for name in ["error", *names]}
     for i, value in enumerate(raw.column("value").to_pylist()):
         reference = cast(int, now_ms) if stamps is None else (
             stamps[i] if stamps[i] is not None and stamps[i] >= 0 else wall_ms)
-        fields, error = classify(value, reference, limits)
+        fields, error = classify(value, reference, limits, shape, proposals)
         out["error"].append(error)
-        for name in FIELDS:
+        for name in names:
             out[name].append(fields[name] if fields else None)
-    arrays = list(raw.columns) + [pa.array(out[name], type=PARSED_SCHEMA.field(name).type) for name in out]
-    return pa.RecordBatch.from_arrays(arrays, schema=PARSED_SCHEMA)
+    arrays = list(raw.columns) + [pa.array(out[name], type=schema.field(name).type) for name in out]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -114,3 +114,19 @@ def test_shapes_and_durations():
     assert expected_events("spike", 100, 10) == pytest.approx(440, rel=0.01)
     with pytest.raises(ValueError, match="shapes: constant, step, ramp, spike"):
         expected_events("zigzag", 1, 1)
+
+
+def test_a_new_field_rolls_out_over_the_run(settings, topic, tmp_path):
+    """--new-field deviceType:string --rollout 0%->100%: few events carry it at first, nearly all at the end."""
+    result = run(rate=1000, duration=10, shape="constant", bad_share=0.0, users=2, workers=1, db_change_rate=0,
+                 out=tmp_path, new_fields=("deviceType:string", "appVersion:integer"), rollout="0%->100%")
+    assert result.failed == 0
+    events = sorted((json.loads(v) for v in consume_all(settings, topic, 3)), key=lambda e: e["updateTime"])
+    assert len(events) == result.delivered
+    third = len(events) // 3
+    early = sum("deviceType" in e for e in events[:third]) / third
+    late = sum("deviceType" in e for e in events[-third:]) / third
+    assert early < 0.3 < 0.65 < late, (early, late)
+    carrying = [e for e in events if "deviceType" in e]
+    assert all(e["deviceType"] in {"ios", "android", "web", "tv"} and isinstance(e["appVersion"], int)
+               for e in carrying)

@@ -14,18 +14,25 @@ import random
 import time
 
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loadgen.events import click_event
 from pipeline.cdc.apply import EnvelopeError, parse_changes
 from pipeline.clicks import validate
+from pipeline.clicks.evolution import SchemaChangeNeeded, Shape
 from pipeline.clicks.validate import Invalid, Limits, classify, parse_batch
 from pipeline.kafka_source.fetch import RAW_SCHEMA
 
 NOW = int(time.time() * 1000)
 LIMITS = Limits()
 REASONS = {"malformed_json", "oversize", "missing_field", "wrong_type", "out_of_range"}
+#: a click table that has evolved: fields of each type, as the policies see them
+EVOLVED = (("deviceType", "string"), ("appVersion", "int"), ("score", "float"), ("ratio", "double"),
+           ("seen", "boolean"), ("total", "long"))
+SHAPES = [Shape(EVOLVED, policy, reserved=frozenset({"name", "event_id"})) for policy in ("evolve", "strict", "ignore")]
+EVOLVED_REASONS = REASONS | {"unknown_field", "bad_field_name", "too_many_fields"}
 FIELDS = ("eventId", "webpageId", "uid", "productId", "cookieId", "expendTime", "updateTime")
 
 json_values = st.recursive(
@@ -64,6 +71,9 @@ def near_valid_events(draw):
             event[name] = str(event[name])
     if draw(st.booleans()):
         event[draw(st.text(max_size=12))] = draw(json_values)
+    for name, _ in EVOLVED:
+        if draw(st.integers(0, 3)) == 0:
+            event[name] = draw(json_values)
     text = json.dumps(event, allow_nan=True)
     cut = draw(st.integers(0, 3))
     return text[:-cut].encode() if cut else text.encode()  # sometimes truncated mid-object
@@ -75,9 +85,9 @@ def test_near_valid_events_are_classified(raw):
     check_classified(raw)
 
 
-def python_only(raw: bytes) -> tuple[dict | None, str | None]:
+def python_only(raw: bytes, shape: Shape = validate.IGNORE, proposals=None) -> tuple[dict | None, str | None]:
     try:
-        return validate._parse_in_python(raw, NOW, LIMITS), None
+        return validate._parse_in_python(raw, NOW, LIMITS, shape, proposals), None
     except Invalid as exc:
         return None, str(exc)
 
@@ -88,12 +98,37 @@ def test_the_fast_path_answers_as_the_python_parser(raw):
     assert classify(raw, NOW, LIMITS) == python_only(raw)
 
 
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(near_valid_events(), st.sampled_from(SHAPES))
+def test_every_policy_classifies_alike_on_both_paths(raw, shape):
+    """With evolved columns too: same fields, same reason, same proposals (fields the table would gain)."""
+    fast: list = []
+    slow: list = []
+    assert classify(raw, NOW, LIMITS, shape, fast) == python_only(raw, shape, slow)
+    assert fast == slow
+    fields, reason = classify(raw, NOW, LIMITS, shape, [])
+    assert reason is None or reason.split(":")[0] in EVOLVED_REASONS, reason
+    if fast:
+        assert shape.policy == "evolve"  # only evolve proposes columns
+    if fields is not None:
+        assert set(fields) >= {name for name, _ in EVOLVED}
+    if fast:  # without a list to take them, proposals stop the batch (a Spark task: the job evolves the table)
+        with pytest.raises(SchemaChangeNeeded):
+            classify(raw, NOW, LIMITS, shape)
+
+
 def test_valid_events_take_the_fast_path():
     rng = random.Random(7)
-    for _ in range(200):
-        raw = json.dumps(click_event(rng, now_ms=NOW)).encode()
-        assert isinstance(validate._DECODER.decode(raw), validate._Event)  # no fallback for the common case
-        assert classify(raw, NOW, LIMITS)[1] is None
+    for shape in (validate.IGNORE, *SHAPES):
+        for _ in range(200):
+            event = click_event(rng, now_ms=NOW)
+            event.update(deviceType="ios", appVersion=7, score=1.5, ratio=0.1, seen=True, total=2**40)
+            raw = json.dumps(event if shape.columns else click_event(rng, now_ms=NOW)).encode()
+            validate.decoder(shape).decode(raw)  # no fallback for the common case, evolved columns included
+            fields, reason = classify(raw, NOW, LIMITS, shape)
+            assert reason is None
+            if shape.columns:
+                assert (fields["deviceType"], fields["appVersion"], fields["ratio"]) == ("ios", 7, 0.1)
 
 
 @settings(max_examples=50, suppress_health_check=[HealthCheck.too_slow], deadline=None)

@@ -1,0 +1,124 @@
+"""The batch that changes the click table's schema: new columns, rows and offsets in one commit.
+
+A Spark write binds the table's schema before it writes a file, and Iceberg's Spark
+``mergeSchema`` commits the new schema on its own before the data: a crash between the two
+would leave columns without the rows that brought them. So the batch that first carries a new
+field (rare: once per field an app release adds) is written on the driver with PyIceberg, in
+one transaction that updates the schema, records the change in the contract's history and
+appends the rows with the batch's offsets. A kill -9 at any moment leaves either the old
+schema and none of the batch, or the new schema and all of it; the batch after a restart
+reads the same records again and decides the same change (``evolution.decide``).
+
+The batch is parsed twice on the driver: once to collect what its fields ask for, then with
+the evolved shape, exactly as a Spark task parses it afterwards. Its dead letters are
+written by the job's usual catch-up, which re-reads the batch through Spark with the new
+shape, so both tables classify every record alike.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.types import BooleanType, DoubleType, FloatType, IntegerType, LongType, StringType
+
+from lakehouse.catalog import pyiceberg_catalog
+from lakehouse.contract import click_contract
+from lakehouse.settings import Settings
+from pipeline.clicks.evolution import ARROW_TYPES, Change, Shape, decide
+from pipeline.clicks.validate import Limits, parse_batch
+from pipeline.dimensions import Dimensions, enrich_batch
+from pipeline.kafka_source.fetch import read_range
+from pipeline.kafka_source.ranges import OffsetRange
+from pipeline.pyiceberg_tables import commit_attempts
+from pipeline.tables import CLICKS_FROM_EVENT
+
+log = logging.getLogger(__name__)
+
+#: table property: every evolution of the click table, oldest first (JSON list; kept when snapshots expire)
+HISTORY_PROPERTY = "lakehouse.contract.history"
+#: snapshot-summary key of the commit that evolved the schema: its changes
+CHANGE_PROPERTY = "lakehouse.schema-change"
+
+ICEBERG_TYPES = {"boolean": BooleanType(), "int": IntegerType(), "long": LongType(), "float": FloatType(),
+                 "double": DoubleType(), "string": StringType()}
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+@dataclass
+class EvolvedBatch:
+    changes: list[Change]
+    shape: Shape
+    valid: int
+    dead: int
+
+
+def _millis(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    return pc.multiply(column, 1000).cast(pa.int64()).cast(TIMESTAMP)
+
+
+def click_rows(parsed: pa.Table, shape: Shape, now: dt.datetime) -> pa.Table:
+    """The valid records as click-table rows: the columns ``ClickIngestJob._clicks`` selects in Spark."""
+    valid = parsed.filter(pc.is_null(parsed["error"]))
+    columns = {name: valid[name] for name in CLICKS_FROM_EVENT}
+    columns |= {
+        "event_time": _millis(valid["updateTime"]),
+        "produced_at": _millis(valid["timestamp_ms"]),
+        "ingest_time": pa.array([now] * valid.num_rows, TIMESTAMP),
+        "kafka_topic": valid["topic"],
+        "kafka_partition": valid["partition"],
+        "kafka_offset": valid["offset"],
+    }
+    columns |= {name: valid[name].cast(ARROW_TYPES[kind]) for name, kind in shape.columns}
+    rows = pa.table(columns)
+    # the table's write order, as Spark's writes keep it (WRITE LOCALLY ORDERED BY productId, event_time)
+    return rows.sort_by([("productId", "ascending"), ("event_time", "ascending")])
+
+
+def history_entry(changes: list[Change], ranges: list[OffsetRange], at: dt.datetime) -> dict:
+    """What the contract's history records of one evolution: what changed, when, from which offsets."""
+    offsets: dict[str, dict[str, list[int]]] = {}
+    for r in ranges:
+        offsets.setdefault(r.topic, {})[str(r.partition)] = [r.start, r.end]
+    return {"at": at.isoformat(timespec="milliseconds"), "contract": click_contract().version,
+            "changes": [c.as_dict() for c in changes], "offsets": offsets}
+
+
+def write(settings: Settings, ranges: list[OffsetRange], shape: Shape, limits: Limits, dims: Dimensions,
+          properties: dict[str, str], now: dt.datetime) -> EvolvedBatch:
+    """Read, decide, parse and commit one evolving batch; its dead letters are left to the job's catch-up."""
+    raws = [batch for r in ranges
+            for batch in read_range(settings.kafka.bootstrap, r.topic, r.partition, r.start, r.end,
+                                    fetch_wait_ms=settings.kafka.fetch_wait_max_ms)]
+    proposals: list[tuple[str, str]] = []
+    for raw in raws:
+        parse_batch(raw, limits, shape=shape, proposals=proposals)
+    changes = decide(shape, proposals)
+    evolved = shape.evolved(changes)
+    parsed = pa.Table.from_batches([enrich_batch(parse_batch(raw, limits, shape=evolved), dims) for raw in raws])
+    rows = click_rows(parsed, evolved, now)
+    entry = history_entry(changes, ranges, now)
+    log.info("clicks: evolving the click table (%s) in the commit of %d rows",
+             ", ".join(c.describe() for c in changes), rows.num_rows)
+    for attempt in commit_attempts():
+        with attempt:
+            table = pyiceberg_catalog(settings).load_table(settings.catalog.clicks_table)
+            history = json.loads(table.properties.get(HISTORY_PROPERTY, "[]"))
+            with table.transaction() as tx:
+                if changes:
+                    with tx.update_schema() as update:
+                        for change in changes:
+                            if change.action == "added":
+                                update.add_column(change.field, ICEBERG_TYPES[change.type],
+                                                  doc=f"added by schema evolution at {entry['at']}")
+                            else:
+                                update.update_column(change.field, field_type=ICEBERG_TYPES[change.type])
+                    tx.set_properties({HISTORY_PROPERTY: json.dumps([*history, entry], separators=(",", ":"))})
+                recorded = {CHANGE_PROPERTY: json.dumps(entry["changes"], separators=(",", ":"))} if changes else {}
+                tx.append(rows, snapshot_properties={**properties, **recorded})
+    dead = parsed.num_rows - rows.num_rows
+    return EvolvedBatch(changes, evolved, rows.num_rows, dead)
