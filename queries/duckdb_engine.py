@@ -74,7 +74,8 @@ class DuckDBEngine:
         pool.shutdown(wait=False)  # the thread ends when the connection is made
         self.catalogue = Catalogue.of(settings)
         #: metadata tables already registered, by (table, kind, snapshot): a new commit is a new key
-        self._registered: set[str] = set()
+        #: (namespace, table, kind) -> the one Arrow view registered for it (older snapshots' are dropped)
+        self._registered: dict[tuple[str, str, str], str] = {}
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -120,7 +121,8 @@ class DuckDBEngine:
 
         A data view is redefined on every query from the metadata file the metastore names
         now (DuckDB reads it when the query runs), so a query always sees the newest commit;
-        a metadata table is built by PyIceberg once per snapshot.
+        a metadata table is built by PyIceberg once per snapshot, and replaces the one built for
+        an older snapshot (a long-running SQL service would otherwise keep every one in memory).
         """
         if not name.kind:
             view = _view_name(name, snapshot)
@@ -132,9 +134,13 @@ class DuckDBEngine:
         current = table.current_snapshot()
         at = snapshot or (current.snapshot_id if current else None)
         view = _view_name(name, at)
-        if view not in self._registered:
+        key = (name.namespace, name.table, name.kind)
+        previous = self._registered.get(key)
+        if previous != view:
             inspect = table.inspect
             arrow = {"snapshots": inspect.snapshots, "history": inspect.history}.get(name.kind)
             self.con.register(view, arrow() if arrow else getattr(inspect, name.kind)(snapshot_id=at))
-            self._registered.add(view)
+            if previous is not None:
+                self.con.unregister(previous)
+            self._registered[key] = view
         return view

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from lakehouse.cli import bench, chaos, config, load, query, run, sql, stack
+from lakehouse.cli import bench, chaos, config, contract, load, query, run, sql, stack
 
 app = typer.Typer(
     help=(
@@ -21,6 +21,7 @@ app.add_typer(stack.app, name="stack")
 app.add_typer(config.app, name="config")
 app.add_typer(run.app, name="run")
 app.add_typer(bench.app, name="bench")
+app.add_typer(contract.app, name="contract")
 app.command(name="load")(load.load)
 app.command(name="query")(query.query)
 app.command(name="sql")(sql.sql)

@@ -76,3 +76,13 @@ def test_policies_on_one_event():
     assert fields["deviceType"] == "ios"  # a column the table already has is filled under every policy
     full = Shape(tuple((f"f{i}", "int") for i in range(3)), max_columns=3)
     assert classify(raw, NOW, limits, full, [])[1].startswith("too_many_fields")
+
+
+def test_the_docs_show_the_contract_as_it_is():
+    from pathlib import Path
+
+    from lakehouse.cli.contract import markdown_table
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "schema-evolution.md").read_text()
+    shown = page.split("<!-- contract-table -->\n", 1)[1].split("\n<!-- /contract-table -->", 1)[0]
+    assert shown == markdown_table(), "regenerate the table with `lakehouse contract show --markdown`"

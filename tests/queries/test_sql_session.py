@@ -172,3 +172,18 @@ def test_the_shell_takes_multi_line_statements_and_keeps_them_in_its_history(lak
     assert f"USE {schema}" in err and "1 row in" in err and "metadata tables" in err.lower()
     history = (tmp_path / "history").read_text()
     assert f"+select count(*) AS n\n+from {table};" in history  # one entry for the two lines
+
+
+def test_a_long_running_engine_keeps_one_metadata_view_per_table(lake, spark):
+    """The SQL service answers for hours: the `$snapshots` view of each older snapshot is dropped, not kept."""
+    settings, _, _ = lake
+    schema = f"own_{uuid.uuid4().hex[:6]}"
+    table = f"{schema}.visits"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {schema}")
+    spark.sql(f"CREATE TABLE {table} (id BIGINT) USING iceberg TBLPROPERTIES ('format-version'='2')")
+    engine = DuckDBEngine(settings)
+    for i in range(1, 4):
+        spark.sql(f"INSERT INTO {table} VALUES ({i})")
+        assert engine.run(f'SELECT count(*) AS n FROM {schema}."visits$snapshots"').column("n")[0].as_py() == i
+    views = [r[0] for r in engine.con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
+    assert len([v for v in views if "__snapshots" in v]) == 1, views
