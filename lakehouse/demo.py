@@ -4,7 +4,12 @@ Starts the binlog capture (its first run snapshots MariaDB), then one Spark appl
 running the dimension apply, the click ingestion and the live aggregates (FAIR pools),
 as ``lakehouse.system_jobs`` starts them. Locust produces ClickEvents (with a share of
 deliberately bad ones) at a steady rate and changes the shop database while progress is
-shown; a third of the way in, product 1's price is changed. When every produced event is
+shown; a third of the way in, product 1's price is changed. The events play an app release too:
+its first users' events (in the warm-up) carry a field beyond the contract, deviceType, and
+the click table gains the column in the batch that first carries it; the load then rolls the
+release out to 10 % -> 100 % of the events. (The batch that evolves the table stalls ingestion
+once for a few seconds, docs/schema-evolution.md: like the JVM's start-up, it is kept out of
+the measured run.) When every produced event is
 committed it prints what a data engineer wants to see: the top products before and after
 the update (live aggregates), how clicks on product 1 picked up the new price, dead
 letters by reason, freshness per table against its goal, and where to look next.
@@ -30,6 +35,12 @@ SELECT name, product_price, count(*) AS views, min(ingest_time) AS first_seen, m
 FROM {clicks} WHERE productId = '1' AND produced_at >= from_unixtime(%d) GROUP BY name, product_price
 ORDER BY first_seen
 """
+#: the app release the demo plays: a field beyond the ClickEvent contract, reaching 10 % -> 100 % of the events
+NEW_FIELD, ROLLOUT = "deviceType:string", "10%->100%"
+DEVICE_SQL = """
+SELECT coalesce(deviceType, '(not sent)') AS deviceType, count(*) AS views
+FROM {clicks} WHERE produced_at >= from_unixtime(%d) GROUP BY 1 ORDER BY views DESC
+"""
 SEED_UPDATE = ("UPDATE products SET description = 'test666', product_price = 8.1 "
                f"WHERE productId = '{STORY_PRODUCT_ID}'")
 
@@ -42,6 +53,22 @@ class DemoSummary:
     dead_rows: int
     freshness: list[freshness.Freshness]
     report_dir: Path
+    schema_changes: list[str]
+
+
+def _schema_changes_since(settings: Settings, since_ms: int) -> list[str]:
+    """The click table's evolutions committed during the run, as `lakehouse contract history` shows them."""
+    import datetime as dt
+    import json
+
+    from lakehouse.catalog import pyiceberg_catalog
+    from pipeline.clicks.evolving_batch import HISTORY_PROPERTY
+
+    table = pyiceberg_catalog(settings).load_table(settings.catalog.clicks_table)
+    since = dt.datetime.fromtimestamp(since_ms / 1000, dt.timezone.utc)
+    return [f"{c['change']} {c['field']} {c['type']}"
+            for entry in json.loads(table.properties.get(HISTORY_PROPERTY, "[]"))
+            if dt.datetime.fromisoformat(entry["at"]) >= since for c in entry["changes"]]
 
 
 def _aggregates_caught_up(engine, expected_views: int) -> bool:
@@ -66,12 +93,15 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
     serve(settings.metrics.host, settings.metrics.pipeline_port)
     jobs = RunningSystem(settings, console, "lakehouse-demo", settings.run_dir / "logs" / "demo-capture.log")
     console.log("dimensions applied from the CDC topics; click ingestion and live aggregates running")
-    with console.status("warming up (first batch compiles and starts Python workers)..."):
-        warm_up(jobs.clicks, settings, events=200)
+    began_ms = int(time.time() * 1000)
+    with console.status("warming up (first batch compiles; the app release's first users send deviceType)..."):
+        for _ in range(2):  # the first batch may evolve the table (written by the driver): the second is Spark's
+            warm_up(jobs.clicks, settings, events=200, extra={"deviceType": "ios"})
     start_offsets, topic_start, since_ms = jobs.committed(), jobs.produced(), int(time.time() * 1000)
     report_dir = REPO_ROOT / "results" / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     report_dir.mkdir(parents=True, exist_ok=True)
-    locust = subprocess.Popen(command(rate, duration, "constant", bad_share, 4, 1, change_rate, report_dir),
+    locust = subprocess.Popen(command(rate, duration, "constant", bad_share, 4, 1, change_rate, report_dir,
+                                      new_fields=(NEW_FIELD,), rollout=ROLLOUT),
                               stdout=subprocess.DEVNULL, stderr=(report_dir / "locust.log").open("w"))
     engine = DuckDBEngine(settings)
     expected = int(expected_events("constant", rate, duration))
@@ -106,6 +136,7 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
                 break
             time.sleep(0.5)
     valid_committed = jobs.spark.table(settings.catalog.clicks_table).count()
+    jobs_columns = jobs.spark.table(settings.catalog.clicks_table).columns  # no deviceType under policy ignore/strict
     with console.status("waiting for the live aggregates to catch up..."):
         deadline = time.monotonic() + 60
         while not _aggregates_caught_up(engine, valid_committed) and time.monotonic() < deadline:
@@ -124,8 +155,12 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
          engine.run(PRODUCT_ONE_SQL % (since_ms // 1000))),
         ("dead letters by reason", engine.run(library.load("dead_letter_reasons").template)),
     ]
+    if "deviceType" in jobs_columns:
+        show.append((f"an app release: deviceType, a column since its first users' events (warm-up), then {ROLLOUT} "
+                     "of the load", engine.run(DEVICE_SQL % (since_ms // 1000))))
     for title, result in show:
         output.write(result, "table", console, title=title)
+    changes = _schema_changes_since(settings, began_ms)
     counts = engine.run("SELECT (SELECT count(*) FROM {clicks}) AS valid, (SELECT count(*) FROM {dead_letter}) AS dead")
     try:
         with console.status("plotting the run from Prometheus..."):
@@ -139,4 +174,4 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
                  freshness.aggregates(jobs.spark, settings, since_ms)]
     jobs.spark.stop()
     return DemoSummary(produced or 0, committed, counts.column("valid")[0].as_py(), counts.column("dead")[0].as_py(),
-                       fresh, report_dir)
+                       fresh, report_dir, changes)

@@ -35,7 +35,8 @@ class ProduceReport:
 
 
 def produce_at_rate(bootstrap: str, topic: str, rate: float, duration: float, bad_share: float = 0.0,
-                    seed: int | None = None, tick: float = 0.02) -> ProduceReport:
+                    seed: int | None = None, tick: float = 0.02, extra: dict | None = None) -> ProduceReport:
+    """Events at ``rate`` for ``duration`` s; ``extra`` fields (beyond the contract) go into every valid event."""
     rng = random.Random(seed)
     failures = []
     # Idempotent: a batch retried after a slow acknowledgement is not written twice.
@@ -56,7 +57,7 @@ def produce_at_rate(bootstrap: str, topic: str, rate: float, duration: float, ba
                 _, payload = bad_payload(rng)
                 bad += 1
             else:
-                payload = encode(click_event(rng))
+                payload = encode({**click_event(rng), **extra} if extra else click_event(rng))
             try:
                 producer.produce(topic, payload, on_delivery=on_delivery)
             except BufferError:

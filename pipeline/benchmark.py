@@ -91,11 +91,14 @@ def committed_total(job, topic: str) -> int:
     return sum(job.committed.get(topic, {}).values())
 
 
-def warm_up(job, settings: Settings, events: int = 2000, timeout: float = 120.0):
-    """Produce a few events and wait for their commit, so JVM and worker start-up stay out of the figures."""
+def warm_up(job, settings: Settings, events: int = 2000, timeout: float = 120.0, extra: dict | None = None):
+    """Produce a few events and wait for their commit, so JVM and worker start-up stay out of the figures.
+
+    ``extra``: fields beyond the contract the events carry (the demo's app release starts here).
+    """
     topic = settings.kafka.clicks_topic
     before = committed_total(job, topic)
-    report = produce_at_rate(settings.kafka.bootstrap, topic, events, 1.0)
+    report = produce_at_rate(settings.kafka.bootstrap, topic, events, 1.0, extra=extra)
     target = before + report.sent  # what was really sent (pacing may send one fewer)
     deadline = time.monotonic() + timeout
     while committed_total(job, topic) < target and time.monotonic() < deadline:

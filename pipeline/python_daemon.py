@@ -13,6 +13,12 @@ The archives Spark puts on the worker's path never change while a worker lives, 
 daemon turns the re-read into a no-op before forking workers. Spark runs this module in
 place of ``pyspark.daemon`` through ``spark.python.daemon.module`` (``pipeline.spark_session``);
 a zip added by a task (``--py-files``) still gets an importer of its own when first used.
+
+The daemon also imports the modules the pipeline's tasks unpickle (``pipeline.clicks.job``
+and what it imports: pyarrow, pyspark.sql, PyIceberg, the settings) before it forks, so a
+worker starts warm: 1.3 s of imports per worker otherwise, paid by the first batch after a
+start and by the batch after a task failed (a failed task's worker exits, as after the
+failed job that starts a schema evolution: docs/schema-evolution.md).
 """
 
 from __future__ import annotations
@@ -31,5 +37,7 @@ def install() -> None:
 if __name__ == "__main__":
     install()
     from pyspark import daemon
+
+    import pipeline.clicks.job  # noqa: F401 - loaded once here, inherited by every forked worker
 
     daemon.manager()

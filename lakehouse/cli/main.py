@@ -73,6 +73,7 @@ def demo(
         ("events committed (valid + dead-lettered)", f"{summary.committed:,}"),
         ("rows in the click table (all runs)", f"{summary.valid_rows:,}"),
         ("rows in the dead-letter table (all runs)", f"{summary.dead_rows:,}"),
+        ("click table schema changes", "; ".join(summary.schema_changes) or "none (had deviceType)"),
     ] + [(f"freshness of the {f.name} p50 / p95 / p99 (goal p95 <= {f.goal_s:g} s)",
           f"{f.p50_s:.1f}s / {f.p95_s:.1f}s / {f.p99_s:.1f}s") for f in summary.freshness]:
         table.add_row(name, value)

@@ -10,9 +10,10 @@ schema and none of the batch, or the new schema and all of it; the batch after a
 reads the same records again and decides the same change (``evolution.decide``).
 
 The batch is parsed twice on the driver: once to collect what its fields ask for, then with
-the evolved shape, exactly as a Spark task parses it afterwards. Its dead letters are
-written by the job's usual catch-up, which re-reads the batch through Spark with the new
-shape, so both tables classify every record alike.
+the evolved shape, exactly as a Spark task parses it afterwards (and as the job's catch-up
+would after a crash), so both tables classify every record alike. Its dead letters are
+counted and carried as a Spark task carries them (``batch_stats.count_batch``) and written
+in the background like any batch's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pyiceberg.types import BooleanType, DoubleType, FloatType, IntegerType, Lon
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.contract import click_contract
 from lakehouse.settings import Settings
+from pipeline.clicks.batch_stats import BatchStats, count_batch
 from pipeline.clicks.evolution import ARROW_TYPES, Change, Shape, decide
 from pipeline.clicks.validate import Limits, parse_batch
 from pipeline.dimensions import Dimensions, enrich_batch
@@ -53,8 +55,7 @@ TIMESTAMP = pa.timestamp("us", tz="UTC")
 class EvolvedBatch:
     changes: list[Change]
     shape: Shape
-    valid: int
-    dead: int
+    stats: BatchStats  # what Spark's tasks would have counted and carried back
 
 
 def _millis(column: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -89,8 +90,8 @@ def history_entry(changes: list[Change], ranges: list[OffsetRange], at: dt.datet
 
 
 def write(settings: Settings, ranges: list[OffsetRange], shape: Shape, limits: Limits, dims: Dimensions,
-          properties: dict[str, str], now: dt.datetime) -> EvolvedBatch:
-    """Read, decide, parse and commit one evolving batch; its dead letters are left to the job's catch-up."""
+          properties: dict[str, str], now: dt.datetime, planned_at_ms: int) -> EvolvedBatch:
+    """Read, decide, parse and commit one evolving batch; its dead letters come back in the stats."""
     raws = [batch for r in ranges
             for batch in read_range(settings.kafka.bootstrap, r.topic, r.partition, r.start, r.end,
                                     fetch_wait_ms=settings.kafka.fetch_wait_max_ms)]
@@ -99,8 +100,11 @@ def write(settings: Settings, ranges: list[OffsetRange], shape: Shape, limits: L
         parse_batch(raw, limits, shape=shape, proposals=proposals)
     changes = decide(shape, proposals)
     evolved = shape.evolved(changes)
-    parsed = pa.Table.from_batches([enrich_batch(parse_batch(raw, limits, shape=evolved), dims) for raw in raws])
-    rows = click_rows(parsed, evolved, now)
+    batches = [enrich_batch(parse_batch(raw, limits, shape=evolved), dims) for raw in raws]
+    stats = BatchStats()
+    for batch in batches:
+        stats.merge(count_batch(batch, planned_at_ms))
+    rows = click_rows(pa.Table.from_batches(batches), evolved, now)
     entry = history_entry(changes, ranges, now)
     log.info("clicks: evolving the click table (%s) in the commit of %d rows",
              ", ".join(c.describe() for c in changes), rows.num_rows)
@@ -120,5 +124,4 @@ def write(settings: Settings, ranges: list[OffsetRange], shape: Shape, limits: L
                     tx.set_properties({HISTORY_PROPERTY: json.dumps([*history, entry], separators=(",", ":"))})
                 recorded = {CHANGE_PROPERTY: json.dumps(entry["changes"], separators=(",", ":"))} if changes else {}
                 tx.append(rows, snapshot_properties={**properties, **recorded})
-    dead = parsed.num_rows - rows.num_rows
-    return EvolvedBatch(changes, evolved, rows.num_rows, dead)
+    return EvolvedBatch(changes, evolved, stats)

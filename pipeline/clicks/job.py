@@ -211,13 +211,13 @@ class ClickIngestJob:
         try:
             self._commit(self._clicks(self._read(work, stats, planned_at_ms), now), self.clicks_table, target,
                          {DEAD_DONE_PROPERTY: kafka_offsets.encode(done)})
+            counted: BatchStats = stats.value
         except Exception as exc:
             if not is_change_request(exc):
                 raise
-            return self._evolve(work, ranges, marks, start, target, began)
+            counted = self._evolve(work, target, done, now, planned_at_ms)
         committed_at_ms = int(time.time() * 1000)
         self.committed, self.committed_ids = target, dict(self.planner.topic_ids)
-        counted: BatchStats = stats.value
         metrics.BATCH_PHASE_SECONDS.labels("write").observe(time.monotonic() - planned_at)
         if counted.dead:
             topic_ids = dict(self.planner.topic_ids)
@@ -238,36 +238,28 @@ class ClickIngestJob:
                  time.monotonic() - began)
         return max(total, 1)
 
-    def _evolve(self, work: list[OffsetRange], ranges: list[OffsetRange], marks, start: kafka_offsets.Offsets,
-                target: kafka_offsets.Offsets, began: float) -> int:
-        """Write the batch whose fields the table lacks: schema change, rows and offsets in one commit."""
+    def _evolve(self, work: list[OffsetRange], target: kafka_offsets.Offsets, done: kafka_offsets.Offsets,
+                now: dt.datetime, planned_at_ms: int) -> BatchStats:
+        """Write the batch whose fields the table lacks: schema change, rows and offsets in one commit.
+
+        Its dead letters follow as any batch's do (carried in the returned stats, committed in the background).
+        """
         log.info("clicks: the batch carries fields the click table has no column for: writing it as an evolving "
                  "batch (schema change, rows and offsets in one commit)")
-        self._settle_dead_letters(wait=True)  # nothing in flight: the dead letters before `start` are all written
-        now = dt.datetime.now(dt.timezone.utc)
         properties = {**kafka_offsets.commit_properties(target, self.planner.topic_ids),
-                      DEAD_DONE_PROPERTY: kafka_offsets.encode(start)}
+                      DEAD_DONE_PROPERTY: kafka_offsets.encode(done)}
         result = evolving_batch.write(self.settings, work, self.shape, self.limits, self.dimensions.current().value,
-                                      properties, now)
-        self.committed, self.committed_ids = target, dict(self.planner.topic_ids)
+                                      properties, now, planned_at_ms)
         self.shape = result.shape
-        if result.dead:
-            self._dead_letters_done = start  # the next batch writes them, read again with the new shape
         metrics.LAST_COMMIT.labels(self.clicks_table).set(time.time())
+        offsets: dict[str, dict[int, list[int]]] = {}
+        for r in work:
+            offsets.setdefault(r.topic, {})[r.partition] = [r.start, r.end]
         for change in result.changes:
             metrics.SCHEMA_CHANGES.labels(self.clicks_table, change.action).inc()
-            log.warning("clicks: schema of %s evolved: %s (offsets %s)", self.clicks_table, change.describe(),
-                        {r.topic: {r.partition: [r.start, r.end]} for r in work})
-        total = result.valid + result.dead
-        metrics.ROWS.labels(self.name, "in").inc(total)
-        metrics.ROWS.labels(self.name, "valid").inc(result.valid)
-        metrics.ROWS.labels(self.name, "dead_letter").inc(result.dead)
-        metrics.BATCHES.labels(self.name, "committed").inc()
-        metrics.BATCH_SECONDS.labels(self.name).observe(time.monotonic() - began)
-        for r in ranges:
-            metrics.COMMITTED_OFFSET.labels(self.name, r.topic, str(r.partition)).set(r.end)
-            metrics.LAG.labels(self.name, r.topic, str(r.partition)).set(marks[(r.topic, r.partition)].high - r.end)
-        return max(total, 1)
+            log.warning("clicks: the click table %s evolved: %s (in the commit of offsets %s)", self.clicks_table,
+                        change.describe(), offsets)
+        return result.stats
 
     def _settle_dead_letters(self, wait: bool) -> None:
         """Raise the error of a finished background dead-letter commit (its batch is caught up after recovery)."""

@@ -24,13 +24,17 @@ def test_demo_runs_end_to_end_and_summarises(stack):
     assert out.returncode == 0, text[-3000:]
     assert "Traceback" not in text
     for heading in ("top products before the price update", "top products after", "clicks on product 1",
-                    "dead letters by reason", "demo summary", "Locust report", "report with plots"):
+                    "dead letters by reason", "an app release: deviceType", "demo summary", "Locust report", "report with plots"):
         assert heading in text, f"missing {heading!r}"
     produced = int(re.search(r"events produced\s*│\s*([\d,]+)", text).group(1).replace(",", ""))
     committed = int(re.search(r"events committed \(valid \+ dead-lettered\)\s*│\s*([\d,]+)", text)
                     .group(1).replace(",", ""))
     assert produced > 3000 and committed == produced
     assert "8.1000" in text, "the seed's price update reached the click enrichment through CDC"
+    # the app release: deviceType became a column during this run (the test stack's table is new), or was one
+    schema_row = r"click table schema changes\s*│\s*(added deviceType string|none \(had deviceType\))\s*│"
+    assert re.search(schema_row, text), "the schema change row"
+    assert re.search(r"│\s*(ios|android|web|tv)\s*│\s*[\d,]+\s*│", text), "rows carrying deviceType"
     # freshness per table, each against its goal, measured on this run's rows (Locust changed the database too)
     for name in ("clicks", "dimensions", "aggregates"):
         verdict = re.search(rf"^{name} \(.+\): p95 ([\d.]+) s over ([\d,]+) rows, goal <= [\d.]+ s: (met|NOT met)$",
