@@ -280,6 +280,38 @@ def query(
         _record(figures)
 
 
+@app.command()
+def evolution(
+    batch_events: Annotated[int, typer.Option(help="Events per batch (1 % bad), produced before each batch.")]
+        = 10_000,
+    record: Annotated[bool, typer.Option(help="Also append the figures as dated rows to docs/benchmarks.md.")] = False,
+) -> None:
+    """What the batch that adds columns to the click table costs, and the batch after it, against a usual batch.
+
+    The click job alone, on a topic and tables of its own: usual batches, then one whose
+    events carry new fields (deviceType, appVersion), then the batches after it.
+    docs/schema-evolution.md says why the evolving batch is written by the driver.
+    """
+    from lakehouse.bench_record import Figure
+    from lakehouse.evolution_bench import run
+
+    settings = stack_settings_or_exit(*CLICK_STACK)
+    with friendly_errors():
+        result = run(settings, batch_events, progress=console.log)
+    out = REPO_ROOT / "results" / f"bench-evolution-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result.as_dict(), indent=2))
+    command = f"bench evolution --batch-events {batch_events}"
+    figures = [Figure(command, name, value, "s") for name, value in [
+        ("usual batch (median)", result.usual_s), ("the evolving batch (new columns, rows, offsets)", result.evolving_s),
+        ("the first batch after it", result.next_s), ("batches after that (median)", result.settled_s)]]
+    print_figures(f"schema evolution, batches of {batch_events:,} events",
+                  [(f.figure, f"{f.value:.2f} s") for f in figures])
+    console.print(f"saved {out.relative_to(REPO_ROOT)}")
+    if record:
+        _record(figures)
+
+
 def _record(figures) -> None:
     from lakehouse.bench_record import BENCHMARKS_MD, append_rows
 

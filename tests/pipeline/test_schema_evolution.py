@@ -46,6 +46,35 @@ class Ingesting:
         self.job.close()
 
 
+class Compacting:
+    """Iceberg's rewrite_data_files on the click table, again and again, for the duration of a ``with`` block."""
+
+    def __init__(self, spark, settings):
+        self.spark, self.settings = spark, settings
+        self.stop, self.passes, self.errors = threading.Event(), 0, []
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.spark.sql(f"CALL {self.settings.catalog.name}.system.rewrite_data_files("
+                               f"table => '{self.settings.catalog.clicks_table}', "
+                               "options => map('min-input-files', '2'))").collect()
+                self.passes += 1
+            except Exception as exc:  # noqa: BLE001 - a lost commit race is retried by the next pass
+                self.errors.append(str(exc)[:300])
+            self.stop.wait(0.5)
+
+    def __enter__(self) -> Compacting:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(120)
+        assert self.passes > 0, f"no compaction pass completed: {self.errors[:2]}"
+
+
 def count(spark, table: str) -> int:
     return spark.table(table).count() if spark.catalog.tableExists(table) else 0
 
@@ -82,8 +111,9 @@ def test_new_fields_become_columns_in_the_batch_that_brings_them(spark, with_agg
         producer.send(500)
         wait_for(lambda: count(spark, table) >= 500, 180, "the first 500 events")
         old_ids = set(producer.sent.valid)
-        producer.send(500, deviceType="android", appVersion=7)
-        wait_for(lambda: count(spark, table) >= 1000, 180, "the 500 events with new fields")
+        with Compacting(spark, click_settings):  # compaction commits while the schema changes under it
+            producer.send(500, deviceType="android", appVersion=7)
+            wait_for(lambda: count(spark, table) >= 1000, 180, "the 500 events with new fields")
         assert columns(spark, table)["deviceType"] == "string"
         assert columns(spark, table)["appVersion"] == "int"
 
