@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import threading
 import time
 from decimal import Decimal
 
@@ -11,8 +10,8 @@ import pytest
 
 from pipeline.aggregates import rollups as ru
 from pipeline.aggregates.live import LiveAggregates
-from pipeline.runner import run_loop
 from tests.pipeline.aggregate_support import actual_product_views, append_clicks, click_rows, expected_product_views
+from tests.pipeline.looping import Looping
 
 
 @pytest.fixture
@@ -42,22 +41,9 @@ def wait_until(predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out after {timeout:.0f}s: {what}")
 
 
-class Running:
+def Running(spark, settings) -> Looping:  # noqa: N802 - used as a context manager, like a class
     """LiveAggregates in a background thread for the duration of a ``with`` block."""
-
-    def __init__(self, spark, settings):
-        self.job = LiveAggregates(spark, settings)
-        self.stop = threading.Event()
-        trigger = settings.pipeline.aggregate_trigger_seconds
-        self.thread = threading.Thread(target=run_loop, args=(self.job, trigger, self.stop), daemon=True)
-
-    def __enter__(self) -> LiveAggregates:
-        self.thread.start()
-        return self.job
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join(60)
+    return Looping(LiveAggregates(spark, settings), settings.pipeline.aggregate_trigger_seconds, close=False)
 
 
 def test_aggregates_follow_appends_price_changes_and_compaction(spark, agg_settings):

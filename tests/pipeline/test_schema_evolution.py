@@ -22,28 +22,15 @@ from lakehouse.settings_env import settings_env
 from pipeline import metrics
 from pipeline.clicks.evolving_batch import HISTORY_PROPERTY
 from pipeline.clicks.job import ClickIngestJob
-from pipeline.runner import run_loop
 from queries.duckdb_engine import DuckDBEngine
+from tests.pipeline.looping import Looping
 from tests.pipeline.test_aggregates import Running, matches
 from tests.pipeline.test_click_faults import wait_for
 
 
-class Ingesting:
+def Ingesting(spark, settings) -> Looping:  # noqa: N802 - used as a context manager, like a class
     """The click job in a background thread for the duration of a ``with`` block."""
-
-    def __init__(self, spark, settings):
-        self.job = ClickIngestJob(spark, settings)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=run_loop, args=(self.job, 0.5, self.stop), daemon=True)
-
-    def __enter__(self) -> ClickIngestJob:
-        self.thread.start()
-        return self.job
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join(120)
-        self.job.close()
+    return Looping(ClickIngestJob(spark, settings), 0.5)
 
 
 class Compacting:
