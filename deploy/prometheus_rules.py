@@ -61,6 +61,9 @@ def alert_rules(settings: Settings) -> list[dict[str, Any]]:
               f'sum(increase(lakehouse_pipeline_batches_total{{pipeline="clicks",outcome="committed"}}[{stalled_for}]))'
               " == 0",
               f"click records are waiting but nothing was committed for {stalled_for}", for_="0s", severity="critical"),
+        alert("LakehouseSchemaEvolved", "sum by (table, change) (increase(lakehouse_schema_changes_total[15m])) > 0",
+              "{{ $labels.table }}: columns {{ $labels.change }} by schema evolution in the last 15 minutes "
+              "(`lakehouse contract history` says which, when and at which offsets)", for_="0s", severity="info"),
         alert("LakehouseExporterDown", "up == 0", "{{ $labels.job }} at {{ $labels.instance }} is down",
               severity="critical"),
     ]

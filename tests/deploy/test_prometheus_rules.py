@@ -68,6 +68,8 @@ def test_every_alert_fires_on_a_synthetic_series_and_not_before(written):
             series("lakehouse_pipeline_batches_total", {"pipeline": "clicks", "outcome": "committed"},
                    "0+1x60 60x120"),
         ], {}),
+        "LakehouseSchemaEvolved": ([series("lakehouse_schema_changes_total", {**table, "change": "added"},
+                                           "0x60 0x60 1x60")], {**table, "change": "added"}),
         "LakehouseExporterDown": ([series("up", {"job": "pipeline", "instance": "127.0.0.1:19101"}, "1x60 0x120")],
                                   {"job": "pipeline", "instance": "127.0.0.1:19101"}),
     }
