@@ -28,7 +28,7 @@ def ingest(
     record: Annotated[bool, typer.Option(help="Also append the figures as dated rows to docs/benchmarks.md.")] = False,
 ) -> None:
     """Sustained events/s and freshness p50/p95/p99 of the click pipeline, vs a Spark-less raw ceiling."""
-    from pipeline.benchmark import run, save
+    from lab.bench.ingest import run, save
     from pipeline.metrics import serve
 
     settings = stack_settings_or_exit(*CLICK_STACK)
@@ -53,7 +53,7 @@ def ingest(
     ])
     console.print(f"saved {save(result, out)}")
     if record:
-        from lakehouse.bench_record import ingest_figures
+        from lab.bench.record import ingest_figures
 
         _record(ingest_figures(result, f"bench ingest --rate {rate:.0f} --duration {duration:.0f}"))
     run_report(settings, out, time.monotonic() - began)
@@ -70,7 +70,7 @@ def headroom(
     Climbs through the rates, each on a topic of its own in one Spark application, and stops
     at the first that does not hold (committed < 99 % of produced, or p95 > 10 s).
     """
-    from lakehouse.headroom import P95_BOUND_S, run
+    from lab.bench.headroom import P95_BOUND_S, run
     from pipeline.metrics import serve
 
     settings = stack_settings_or_exit(*CLICK_STACK)
@@ -101,7 +101,7 @@ def batch(
     Profile this before changing the hot path, and again after: the medians are the figures
     docs/performance.md quotes.
     """
-    from pipeline.batch_profile import profile
+    from lab.bench.batch_profile import profile
 
     settings = stack_settings_or_exit(*CLICK_STACK)
     with friendly_errors():
@@ -122,7 +122,7 @@ def standard(
     """The standard set (`make bench`, about 15 minutes): ingest at 10,000 events/s, CDC at 1,000 changes/s and
     the whole system at the demo's load, each figure printed against its goal and appended as a dated row to
     docs/benchmarks.md (JSON under results/)."""
-    from lakehouse.bench_record import BENCHMARKS_MD, append_rows, run_standard
+    from lab.bench.record import BENCHMARKS_MD, append_rows, run_standard
     from pipeline.metrics import serve
 
     settings = stack_settings_or_exit(*CLICK_STACK, "mariadb")
@@ -181,7 +181,7 @@ def cdc(
     duration: Annotated[float, typer.Option(help="Seconds to write for.")] = 60,
 ) -> None:
     """Sustained changes/s and apply freshness p50/p95 (database commit -> visible in Iceberg)."""
-    from pipeline.cdc.benchmark import run
+    from lab.bench.cdc import run
     from pipeline.metrics import serve
 
     settings = stack_settings_or_exit(*CLICK_STACK, "mariadb")
@@ -213,8 +213,8 @@ def system(
     with topics, tables and a source database of the run's own; Locust produces the events
     and the database changes. Goals (p95): clicks <= 5 s, dimensions <= 5 s, aggregates <= 10 s.
     """
-    from lakehouse.system_bench import run
-    from lakehouse.system_jobs import SYSTEM_STACK
+    from lab.bench.system import run
+    from lab.system_jobs import SYSTEM_STACK
     from pipeline.metrics import serve
 
     settings = stack_settings_or_exit(*SYSTEM_STACK)
@@ -236,7 +236,7 @@ def system(
         console.print(f"{'[green]exact' if c.ok else '[red]NOT exact'}[/]: {c.name} ({c.detail})")
     console.print(f"saved {result.save(out)}")
     if record:
-        from lakehouse.bench_record import system_figures
+        from lab.bench.record import system_figures
 
         _record(system_figures(result, f"bench system --rate {rate:.0f} --changes {changes:g} "
                                        f"--duration {duration:.0f}"))
@@ -259,8 +259,8 @@ def query(
     """
     import json
 
-    from lakehouse.bench_record import at_most
-    from lakehouse.query_bench import LIBRARY_GOAL_S, ONE_SHOT_GOAL_S, SHELL_GOAL_S, run
+    from lab.bench.query import LIBRARY_GOAL_S, ONE_SHOT_GOAL_S, SHELL_GOAL_S, run
+    from lab.bench.record import at_most
 
     settings = stack_settings_or_exit(*CLICK_STACK)
     with friendly_errors():
@@ -292,8 +292,8 @@ def evolution(
     events carry new fields (deviceType, appVersion), then the batches after it.
     docs/schema-evolution.md says why the evolving batch is written by the driver.
     """
-    from lakehouse.bench_record import Figure
-    from lakehouse.evolution_bench import run
+    from lab.bench.evolution import run
+    from lab.bench.record import Figure
 
     settings = stack_settings_or_exit(*CLICK_STACK)
     with friendly_errors():
@@ -313,7 +313,7 @@ def evolution(
 
 
 def _record(figures) -> None:
-    from lakehouse.bench_record import BENCHMARKS_MD, append_rows
+    from lab.bench.record import BENCHMARKS_MD, append_rows
 
     append_rows(figures)
     console.print(f"appended {len(figures)} rows to {BENCHMARKS_MD.relative_to(REPO_ROOT)}")
@@ -323,7 +323,7 @@ def _record(figures) -> None:
 def broker(messages: Annotated[int, typer.Option(help="Messages per engine (about 200 bytes each).")] = 200_000) -> None:
     """Produce/consume msg/s of the local broker: the stack's engine (memory unless kafka.storage=s3) vs a
     temporary memory-engine broker."""
-    from deploy.local.broker_benchmark import compare
+    from lab.bench.broker import compare
 
     with friendly_errors():
         figures = compare(stack_settings_or_exit("kafka", "s3"), messages)
@@ -337,7 +337,7 @@ def broker_growth(
     batches: Annotated[int, typer.Option(help="Producer batches to store in the end (10 records each).")] = 8000,
 ) -> None:
     """Seconds for a fetch at a partition's tail as it stores more producer batches (the stack's broker)."""
-    from deploy.local.broker_benchmark import fetch_cost_by_size
+    from lab.bench.broker import fetch_cost_by_size
 
     steps = tuple(n for n in (500, 1000, 2000, 4000, 8000, 16000, 32000) if n < batches) + (batches,)
     settings = stack_settings_or_exit("kafka", "s3")
@@ -358,7 +358,7 @@ def upserts(
     Shows that inserts of new keys write no delete records (nothing for a key index to
     save) and how much folding delete files into data buys readers.
     """
-    from pipeline.cdc.upsert_benchmark import run
+    from lab.bench.upserts import run
     from pipeline.spark_session import build_session
 
     settings = stack_settings_or_exit("s3", "metastore")

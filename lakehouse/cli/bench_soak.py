@@ -10,7 +10,6 @@ import typer
 
 from lakehouse.cli.common import console, friendly_errors, print_figures, run_report, stack_settings_or_exit
 from lakehouse.settings import REPO_ROOT
-from lakehouse.soak_compare import FRESHNESS_TOLERANCE
 
 
 def soak(
@@ -27,8 +26,8 @@ def soak(
         help="Then run the same load again without maintenance (the baseline) and judge 'freshness p95 "
              "unchanged by maintenance': the median of the windows' p95 from one snapshot retention in (at most "
              "half the run) within --freshness-tolerance of the baseline's. Twice the time.")] = False,
-    freshness_tolerance: Annotated[float, typer.Option(
-        help="With --pair: how much later data may arrive with maintenance (0.10 = 10 %).")] = FRESHNESS_TOLERANCE,
+    freshness_tolerance: Annotated[float | None, typer.Option(
+        help="With --pair: how much later data may arrive with maintenance (default 0.10 = 10 %).")] = None,
     broker: Annotated[str, typer.Option(help="'private': a memory-engine broker of the soak's own (default; the "
                                              "stack's S3-engine broker slows down over long runs); 'stack': the "
                                              "stack's broker.")] = "private",
@@ -45,7 +44,7 @@ def soak(
     With --pair the baseline follows on a broker of its own and freshness-pair.png
     shows both runs' freshness.
     """
-    from lakehouse.soak_compare import compare_freshness, steady_start_s
+    from lab.soak.compare import compare_freshness, steady_start_s
     from loadgen.run import parse_duration
 
     settings = stack_settings_or_exit("s3", "metastore", *(("kafka",) if broker == "stack" else ()))
@@ -76,8 +75,9 @@ def _soak_once(settings, rate: float, seconds: float, interval: float, drift: fl
     """One soak on a broker of its own (or the stack's), its figures printed and its report written."""
     from contextlib import nullcontext
 
-    from lakehouse.soak import MAX_FILES_PER_PARTITION, run_soak
-    from lakehouse.soak_services import private_broker
+    from lab.soak.run import run_soak
+    from lab.soak.samples import MAX_FILES_PER_PARTITION
+    from lab.soak.services import private_broker
     from pipeline.metrics import serve
 
     out = REPO_ROOT / "results" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -109,7 +109,7 @@ def _soak_once(settings, rate: float, seconds: float, interval: float, drift: fl
 
 def _judge_pair(maintained: list, baseline: list, verdict, plot: Path) -> None:
     """The pair's freshness verdict, printed and drawn (both runs' samples on one axis)."""
-    from lakehouse.soak_compare import plot_pair
+    from lab.soak.compare import plot_pair
 
     plot_pair(maintained, baseline, verdict, plot)
     print_figures("freshness p95 unchanged by maintenance?", [
@@ -130,7 +130,8 @@ def soak_plot(
     files, snapshots, query time, freshness with maintenance's seconds, CPU per process
     (writer, maintenance, broker) and the click batch time, minute by minute.
     """
-    from lakehouse.soak_plot import plot_soak, read_samples
+    from lab.soak.plot import plot_soak
+    from lab.soak.samples import read_samples
 
     rows = read_samples(samples)
     if not rows:
@@ -148,8 +149,8 @@ def soak_compare(
     from_minute: Annotated[float | None, typer.Option(
         help="Compare windows from this minute on (default: one snapshot retention in, "
              "LAKEHOUSE_MAINTENANCE__SNAPSHOT_RETENTION_MINUTES, at most half the run).")] = None,
-    freshness_tolerance: Annotated[float, typer.Option(
-        help="How much later data may arrive with maintenance (0.10 = 10 %).")] = FRESHNESS_TOLERANCE,
+    freshness_tolerance: Annotated[float | None, typer.Option(
+        help="How much later data may arrive with maintenance (default 0.10 = 10 %).")] = None,
 ) -> None:
     """Judge 'freshness p95 unchanged by maintenance' for two saved soaks (what --pair does at its end).
 
@@ -157,9 +158,9 @@ def soak_compare(
     --no-maintenance`: prints both medians and the gap, draws freshness-pair.png beside
     the first CSV, exits 1 when the gap is over the tolerance.
     """
+    from lab.soak.compare import compare_freshness, steady_start_s
+    from lab.soak.samples import read_samples
     from lakehouse.settings import load_settings
-    from lakehouse.soak_compare import compare_freshness, steady_start_s
-    from lakehouse.soak_plot import read_samples
 
     runs = [read_samples(maintained), read_samples(baseline)]
     if not all(runs):

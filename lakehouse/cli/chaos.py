@@ -46,8 +46,8 @@ def chaos(
 
     Examples: `lakehouse chaos --faults ci` (about 18 minutes on 2 cores), `lakehouse chaos --faults kill:clicks,outage:s3`.
     """
-    from lakehouse.chaos.faults import CI_SUBSET, catalog
-    from lakehouse.chaos.suite import chaos_stack, run_chaos
+    from lab.chaos.faults import CI_SUBSET, catalog
+    from lab.chaos.suite import chaos_stack, run_chaos
 
     known = catalog()
     keys = list(known) if faults == "all" else list(CI_SUBSET) if faults == "ci" else \

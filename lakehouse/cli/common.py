@@ -15,7 +15,10 @@ from rich.table import Table
 
 from lakehouse.settings import Settings, load_settings
 
+# Progress, verdicts and diagnostics go to stderr; what a command answers (a table of data, a
+# contract, a status) goes to stdout, so it can be piped or redirected on its own.
 console = Console(stderr=True, log_path=False, soft_wrap=True)
+answer = Console(soft_wrap=True)
 
 
 def settings_or_exit() -> Settings:
@@ -73,7 +76,7 @@ def print_json(data: Any) -> None:
 
 def run_report(settings, out, seconds: float) -> None:
     """Plots of the run from Prometheus beside the figures (skipped, saying why, if Prometheus is down)."""
-    from lakehouse.report import PrometheusError, write_report
+    from lab.report import PrometheusError, write_report
 
     try:
         console.print(f"report with plots: {write_report(settings, out / 'report', seconds + 60)}")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from lakehouse.cli.common import console, friendly_errors, settings_or_exit
+from lakehouse.cli.common import answer, friendly_errors, settings_or_exit
 from lakehouse.contract import CONTRACT_PATH, click_contract
 
 app = typer.Typer(help="The ClickEvent contract (lakehouse/contracts/clickevent.schema.json) and how the click "
@@ -49,7 +49,7 @@ def show(markdown: Annotated[bool, typer.Option("--markdown", help="As the table
         table.add_column(name, overflow="fold")
     for row in contract_rows():
         table.add_row(*row)
-    console.print(table)
+    answer.print(table)
 
 
 @app.command()
@@ -69,7 +69,7 @@ def history(as_json: Annotated[bool, typer.Option("--json", help="Machine-readab
     if as_json:
         typer.echo(json.dumps({"columns": evolved, "history": entries}, indent=2))
         return
-    console.print(f"{settings.catalog.clicks_table}: {len(evolved)} column(s) beyond the contract"
+    answer.print(f"{settings.catalog.clicks_table}: {len(evolved)} column(s) beyond the contract"
                   + (": " + ", ".join(f"{k} {v}" for k, v in evolved.items()) if evolved else ""))
     out = Table(title="schema evolution history")
     for name in ("at (UTC)", "change", "offsets [start, end)"):
@@ -80,4 +80,4 @@ def history(as_json: Annotated[bool, typer.Option("--json", help="Machine-readab
         offsets = "; ".join(f"{topic}: " + ", ".join(f"p{p} {r[0]}-{r[1]}" for p, r in parts.items())
                             for topic, parts in entry["offsets"].items())
         out.add_row(entry["at"], changes, offsets)
-    console.print(out)
+    answer.print(out)

@@ -48,8 +48,8 @@ def demo(
     from rich.table import Table
 
     from deploy.local.stack import LocalStack
+    from lab.demo import run_demo
     from lakehouse.cli.common import console, friendly_errors, settings_or_exit
-    from lakehouse.demo import run_demo
 
     settings = settings_or_exit()
     stack = LocalStack(settings)
@@ -106,8 +106,8 @@ def report(
     import time as _time
     from pathlib import Path
 
+    from lab.report import PrometheusError, write_report
     from lakehouse.cli.common import console, settings_or_exit
-    from lakehouse.report import PrometheusError, write_report
     from lakehouse.settings import REPO_ROOT
     from loadgen.run import parse_duration
 

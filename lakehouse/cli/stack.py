@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from lakehouse.cli.common import console, friendly_errors, print_json, settings_or_exit
+from lakehouse.cli.common import answer, console, friendly_errors, print_json, settings_or_exit
 
 app = typer.Typer(help="Run the local stack: every service a real process on 127.0.0.1, no Docker.", no_args_is_help=True)
 
@@ -61,9 +61,7 @@ def _print_status(rows) -> None:
                       f"{r.memory_mb:.0f}" if r.memory_mb is not None else "-")
     total = sum(r.memory_mb or 0 for r in rows)
     table.caption = f"total memory {total:.0f} MiB"
-    from rich.console import Console
-
-    Console().print(table)
+    answer.print(table)
 
 
 @app.command()

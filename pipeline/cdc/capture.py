@@ -66,7 +66,7 @@ TRANSIENT = (pymysql.err.OperationalError, pymysql.err.InterfaceError, KafkaExce
              PositionUnreadable, ConnectionError)
 
 
-def _connect(settings: Settings, **extra):
+def connect(settings: Settings, **extra):
     m = settings.mariadb
     return pymysql.connect(host=m.host, port=m.port, user=m.cdc_user, database=m.database,
                            password=secret(m.cdc_password, "mariadb.cdc_password"), autocommit=True,
@@ -115,7 +115,7 @@ class Capture:
         self.checkpoint_seconds = checkpoint_seconds
         self.producer = self._new_producer()
         self.failures: list = []
-        with _connect(settings) as conn, conn.cursor() as cur:
+        with connect(settings) as conn, conn.cursor() as cur:
             cur.execute("SELECT VERSION()")
             self.connector = "mariadb" if "mariadb" in cur.fetchone()[0].lower() else "mysql"
             self.keys = {t: self._primary_key(cur, t) for t in self.tables}
@@ -158,7 +158,7 @@ class Capture:
     # -- snapshot -------------------------------------------------------------------------
     def snapshot(self) -> dict:
         """Publish every row as op 'r' from one consistent read; return the position to stream from."""
-        with _connect(self.settings) as conn, conn.cursor() as cur:
+        with connect(self.settings) as conn, conn.cursor() as cur:
             cur.execute("SET SESSION time_zone = '+00:00'")
             cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             cur.execute("FLUSH TABLES WITH READ LOCK")

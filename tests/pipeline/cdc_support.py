@@ -8,8 +8,8 @@ from confluent_kafka.admin import NewTopic
 
 from deploy.local.services.broker import admin_client
 from deploy.local.services.mariadb import create_source_database
-from pipeline.cdc.reconcile import checksum, lake_rows, source_rows  # noqa: F401 - the CDC tests' helpers
-from pipeline.cdc.reconcile import wait_until_equal as wait_equal  # noqa: F401
+from lab.reconcile import checksum, lake_rows, source_rows  # noqa: F401 - the CDC tests' helpers
+from lab.reconcile import wait_until_equal as wait_equal  # noqa: F401
 
 
 def isolated_cdc_settings(settings):

@@ -18,7 +18,7 @@ import uuid
 import pytest
 
 from deploy.local.processes import free_port
-from lakehouse.soak_services import child_env
+from lab.soak.services import child_env
 from queries.client import RemoteSession
 from queries.dialects import EngineGap, SyntaxProblem
 from queries.duckdb_engine import DuckDBEngine

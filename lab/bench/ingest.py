@@ -1,0 +1,200 @@
+"""Ingest benchmark: sustained rate and freshness of the click pipeline, against a raw ceiling.
+
+Freshness is measured the way a reader experiences it: for every row, the commit time
+of the Iceberg snapshot that added its data file minus the Kafka produce timestamp.
+The raw ceiling reads the same events from Kafka and writes Parquet with no Spark at
+all (confluent-kafka + pyarrow), which says what the machine could do at best.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import cast
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import NewTopic
+from prometheus_client import REGISTRY
+
+from lab.bench.freshness import clicks as clicks_freshness
+from lakehouse.settings import Settings
+from loadgen.rate_producer import produce_at_rate
+
+
+@dataclass
+class IngestBenchResult:
+    target_rate: float
+    duration_s: float
+    produced: int
+    committed: int
+    sustained_eps: float
+    freshness_p50_s: float
+    freshness_p95_s: float
+    freshness_p99_s: float
+    batches: int
+    batch_mean_s: float
+    raw_ceiling_eps: float
+    drain_s: float = 0.0  # from the end of the load until the last event was committed: the lag it left
+    produced_rate: float = 0.0  # events/s the producer achieved in the measured run (no warm-up)
+
+    @property
+    def ratio(self) -> float:
+        return self.sustained_eps / self.raw_ceiling_eps if self.raw_ceiling_eps else 0.0
+
+
+def bench_settings(settings: Settings, tag: str, kind: str = "bench") -> Settings:
+    """A topic and click/dead-letter tables of the run's own (``kind`` names them: bench, soak)."""
+    s = settings.model_copy(deep=True)
+    s.kafka.clicks_topic = f"{kind}_{tag}"
+    s.catalog.clicks_table = f"{kind}.clickevent_{tag}"
+    s.catalog.dead_letter_table = f"{kind}.dead_letter_{tag}"
+    return s
+
+
+def raw_ceiling(settings: Settings, topic: str, partitions: int, out_dir: Path) -> float:
+    """Events/s to consume the topic from the start and write Parquet, without Spark."""
+    consumer = Consumer({"bootstrap.servers": settings.kafka.bootstrap, "group.id": "bench-raw",
+                         "enable.partition.eof": True, "enable.auto.commit": False, "log_level": 3})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    began, n, chunk = time.monotonic(), 0, []
+    eof: set[int] = set()
+    writer = None
+    while len(eof) < partitions:
+        for msg in consumer.consume(10_000, timeout=1.0):
+            if (error := msg.error()) is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    eof.add(cast(int, msg.partition()))
+                continue
+            eof.discard(msg.partition())
+            chunk.append(cast(bytes, msg.value()))
+        if len(chunk) >= 50_000 or (len(eof) == partitions and chunk):
+            table = pa.Table.from_pylist([json.loads(v) for v in chunk])
+            if writer is None:
+                writer = pq.ParquetWriter(out_dir / "raw.parquet", table.schema, compression="zstd")
+            writer.write_table(table.cast(writer.schema))
+            n += len(chunk)
+            chunk = []
+    if writer:
+        writer.close()
+    consumer.close()
+    return n / (time.monotonic() - began)
+
+
+def committed_total(job, topic: str) -> int:
+    return sum(job.committed.get(topic, {}).values())
+
+
+def warm_up(job, settings: Settings, events: int = 2000, timeout: float = 120.0, extra: dict | None = None):
+    """Produce a few events and wait for their commit, so JVM and worker start-up stay out of the figures.
+
+    ``extra``: fields beyond the contract the events carry (the demo's app release starts here).
+    """
+    topic = settings.kafka.clicks_topic
+    before = committed_total(job, topic)
+    report = produce_at_rate(settings.kafka.bootstrap, topic, events, 1.0, extra=extra)
+    target = before + report.sent  # what was really sent (pacing may send one fewer)
+    deadline = time.monotonic() + timeout
+    while committed_total(job, topic) < target and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return report
+
+
+#: seconds at the full rate before the measured run
+WARM_UP_S = 20.0
+
+
+def _produce(s: Settings, rate: float, seconds: float) -> int:
+    """Events a rate producer process sent (its own process: in this one it would share the driver's GIL)."""
+    done = subprocess.run([sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate), "--duration",
+                           str(seconds), "--topic", s.kafka.clicks_topic], capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[1])
+
+
+def run(settings: Settings, rate: float, duration: float, out_dir: Path, progress=print) -> IngestBenchResult:
+    from deploy.local.services.broker import admin_client
+    from pipeline.clicks.job import ClickIngestJob
+    from pipeline.runner import run_loop
+    from pipeline.spark_session import build_session
+
+    tag = time.strftime("%Y%m%d%H%M%S")
+    s = bench_settings(settings, tag)
+    partitions = s.kafka.clicks_partitions
+    admin = admin_client(s)
+    admin.create_topics([NewTopic(s.kafka.clicks_topic, partitions, 1)])[s.kafka.clicks_topic].result()
+    spark = build_session(s, "lakehouse-bench-ingest")
+    job = ClickIngestJob(spark, s)
+    stop = threading.Event()
+    loop = threading.Thread(target=run_loop, args=(job, s.pipeline.trigger_seconds, stop), daemon=True)
+    loop.start()
+    warm = warm_up(job, s)
+    # Not counted: the first half-minute at full rate compiles the hot path (JIT) and ran at p95 7.4 s
+    # where the minutes after held 1.7-2.3 s (docs/performance.md, "Third round").
+    progress(f"warming up at {rate:,.0f} events/s for {WARM_UP_S:.0f}s (not counted)")
+    warm.sent += _produce(s, rate, WARM_UP_S)
+    deadline = time.monotonic() + 120
+    while committed_total(job, s.kafka.clicks_topic) < warm.sent and time.monotonic() < deadline:
+        time.sleep(0.2)
+    progress(f"warm; producing {rate:,.0f} events/s for {duration:.0f}s into {s.kafka.clicks_topic}")
+    since_ms = int(time.time() * 1000)
+    began = time.monotonic()
+    producer = subprocess.Popen(
+        [sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate), "--duration", str(duration),
+         "--topic", s.kafka.clicks_topic], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    samples = []  # (seconds since start, events committed) while the producer runs
+    while producer.poll() is None:
+        samples.append((time.monotonic() - began, committed_total(job, s.kafka.clicks_topic)))
+        time.sleep(0.5)
+    samples.append((time.monotonic() - began, committed_total(job, s.kafka.clicks_topic)))
+    stdout, stderr = producer.communicate()
+    progress(stdout.strip() or stderr.strip())
+    in_run = int(stdout.split()[1]) if stdout.startswith("produced") else 0
+    produced = warm.sent + in_run
+    committed = 0
+    deadline = time.monotonic() + max(120.0, duration)
+    while time.monotonic() < deadline:
+        committed = sum(job.committed.get(s.kafka.clicks_topic, {}).values())
+        if committed >= produced:
+            break
+        time.sleep(0.5)
+    finished = time.monotonic()
+    stop.set()
+    loop.join(120)
+    job.close()
+    progress(f"pipeline committed {committed:,} of {produced:,}; measuring freshness and the raw ceiling")
+    fresh = clicks_freshness(spark, s.catalog.clicks_table, since_ms)
+    p50, p95, p99 = fresh.p50_s, fresh.p95_s, fresh.p99_s
+    count = REGISTRY.get_sample_value("lakehouse_pipeline_batch_duration_seconds_count", {"pipeline": "clicks"}) or 0
+    total = REGISTRY.get_sample_value("lakehouse_pipeline_batch_duration_seconds_sum", {"pipeline": "clicks"}) or 0
+    mean = total / count if count else float("nan")
+    spark.stop()
+    ceiling = raw_ceiling(s, s.kafka.clicks_topic, partitions, out_dir)
+    return IngestBenchResult(rate, duration, produced, committed, commit_rate(samples), p50, p95, p99,
+                             int(count), mean, ceiling, finished - began - samples[-1][0], in_run / duration)
+
+
+def commit_rate(samples: list[tuple[float, int]], settle_s: float = 10.0) -> float:
+    """Events committed per second while the load ran, after the first ``settle_s`` (or quarter).
+
+    In the steady state the commits trail the produced events by the freshness, so the slope
+    of the committed count equals the produced rate when the pipeline keeps up and falls
+    below it when it lags more and more. (Committed events over the time until the last one
+    landed would count the final batch's freshness as slowness: 98 % at 180 s for a pipeline
+    that keeps up.)
+    """
+    end_t, end_n = samples[-1]
+    start = min(settle_s, end_t / 4)
+    start_t, start_n = next((t, n) for t, n in samples if t >= start)
+    return (end_n - start_n) / (end_t - start_t) if end_t > start_t else 0.0
+
+
+def save(result: IngestBenchResult, out_dir: Path) -> Path:
+    path = out_dir / "bench-ingest.json"
+    path.write_text(json.dumps({**asdict(result), "ratio_to_raw": result.ratio}, indent=2))
+    return path

@@ -1,0 +1,156 @@
+"""The soak's own processes: its maintenance service and its private broker.
+
+Both run beside the soak's writer as real processes, as they would in production: the
+maintenance service is `lakehouse run maintain` (its own Spark application at its lower
+CPU priority), the broker a Tansu of the soak's own on the memory engine.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.bench.process_cpu import tree_cpu_seconds
+from lakehouse.settings import Settings
+
+
+@dataclass
+class MaintenanceProbe:
+    """What the soak reads from its maintenance service: action seconds (its /metrics) and CPU."""
+
+    process: subprocess.Popen | None = None  # None: no maintenance (the baseline)
+    url: str = ""
+    log_path: Path | None = None
+
+    def _families(self, name: str) -> list:
+        """The service's metric families called ``name`` ([] for the baseline or while its JVM starts)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        if self.process is None:
+            return []
+        if self.process.poll() is not None:
+            raise RuntimeError(f"the soak's maintenance service exited with code {self.process.returncode}: "
+                               f"see {self.log_path}")
+        try:
+            with urllib.request.urlopen(self.url, timeout=10) as response:
+                text = response.read().decode()
+        except OSError:
+            return []  # its JVM is still starting: nothing done yet
+        return [f for f in text_string_to_metric_families(text) if f.name == name]
+
+    def seconds_so_far(self) -> dict[str, tuple[float, float]]:
+        """(sum, count) of seconds per action so far ({} for the baseline or while its JVM starts)."""
+        from pipeline.metrics import MAINTENANCE_SECONDS
+
+        return histogram_sums(self._families(MAINTENANCE_SECONDS.describe()[0].name))
+
+    def wait_for_first_pass(self, timeout_s: float = 600.0) -> float:
+        """Block until the service has finished one pass over the tables; returns the seconds waited.
+
+        The soak measures maintenance keeping up with a steady load, not a cold start: a
+        Spark JVM starting at nice 19 beside a busy writer on 2 cores (CI) took over two
+        minutes to its first compaction, while the click table's small files passed the goal.
+        """
+        from pipeline.metrics import BATCHES
+
+        if self.process is None:
+            return 0.0
+        began = time.monotonic()
+        name = BATCHES.describe()[0].name
+        while True:
+            passes = sum(sample.value for family in self._families(name) for sample in family.samples
+                         if sample.name.endswith("_total") and sample.labels.get("pipeline") == "maintain")
+            if passes >= 1:
+                return time.monotonic() - began
+            if time.monotonic() - began > timeout_s:
+                raise RuntimeError(f"the soak's maintenance service finished no pass in {timeout_s:.0f} s: "
+                                   f"see {self.log_path}")
+            time.sleep(1.0)
+
+    def cpu_so_far(self) -> float:
+        """CPU seconds of the service's processes (its Python and its Spark JVM) so far."""
+        return tree_cpu_seconds(self.process.pid) if self.process is not None else 0.0
+
+
+@contextmanager
+def maintenance_service(settings: Settings, log_path: Path) -> Iterator[MaintenanceProbe]:
+    """`lakehouse run maintain` on the soak's tables, in a process of its own.
+
+    Its own Spark application, as in Kubernetes, so it runs at its lower CPU priority
+    (``maintenance.nice``) and the writer's batches get the cores first.
+    """
+    from deploy.local.processes import free_port
+
+    s = settings.model_copy(deep=True)
+    s.metrics.maintenance_port = free_port(s.metrics.host)
+    with log_path.open("ab") as log:
+        process = subprocess.Popen([sys.executable, "-m", "lakehouse", "run", "maintain"], env=child_env(s), stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield MaintenanceProbe(process, f"http://{s.metrics.host}:{s.metrics.maintenance_port}/metrics", log_path)
+    finally:
+        process.terminate()  # stops after the current pass
+        try:
+            process.wait(180)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@contextmanager
+def private_broker(settings: Settings, log_path: Path) -> Iterator[Settings]:
+    """A Tansu broker of the soak's own, on its memory engine and a free loopback port.
+
+    The stack's broker stores its log in S3 and slows down as partitions grow (docs/local-stack.md,
+    "Broker durability"); an hour of load would measure the broker, not the tables.
+    """
+    from deploy.local.processes import free_port
+    from deploy.local.services.broker import Broker
+
+    port = free_port(settings.kafka.host)
+    s = settings.model_copy(deep=True)
+    s.kafka.port, s.kafka.storage = port, "memory"
+    broker = Broker(s)
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(broker.command(), stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **broker.env()})
+    try:
+        deadline = time.monotonic() + 30
+        while not broker.ready():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the soak's private broker did not start on port {port}: see {log_path}")
+            time.sleep(0.2)
+        yield s
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def histogram_sums(families) -> dict[str, tuple[float, float]]:
+    """(sum, count) so far of a one-label histogram, by label value: diff two to get a window."""
+    totals: dict[str, list[float]] = {}
+    for family in families:
+        for sample in family.samples:
+            label = next(iter(sample.labels.values()), "")
+            if sample.name.endswith("_sum"):
+                totals.setdefault(label, [0.0, 0.0])[0] = sample.value
+            elif sample.name.endswith("_count"):
+                totals.setdefault(label, [0.0, 0.0])[1] = sample.value
+    return {k: (v[0], v[1]) for k, v in totals.items()}
+
+
+def child_env(s: Settings) -> dict[str, str]:
+    """The environment for a child of the soak (producer, maintenance): it resolves exactly ``s``."""
+    from lakehouse.settings_env import settings_env
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")} | settings_env(s, with_secrets=True)

@@ -1,0 +1,75 @@
+"""The layout's rules, read from the source: imports run one way and the product never needs the harness.
+
+The layers, lowest first (a module may import its own layer and the ones below it):
+the base (``lakehouse`` without its CLI) <- ``deploy`` (what is installed where) <-
+``loadgen`` and ``pipeline`` <- ``queries`` <- ``lab`` (the harness) <- ``lakehouse.cli``.
+The image ships everything but ``lab`` and ``tests``, so the CLI reaches the harness only
+inside the commands that need it, and a product command's ``--help`` must work without it.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYER = {"base": 0, "deploy": 1, "loadgen": 2, "pipeline": 2, "queries": 3, "lab": 4, "cli": 5}
+ENTRY_POINT = Path("lakehouse/__main__.py")  # `python -m lakehouse`: the CLI's door, not part of the base
+
+
+def _layer_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] == "lakehouse":
+        return "cli" if parts[1:2] == ["cli"] else "base"
+    return parts[0] if parts[0] in LAYER else None
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def _sources() -> list[Path]:
+    return [p.relative_to(ROOT) for folder in ("lakehouse", "deploy", "loadgen", "pipeline", "queries", "lab")
+            for p in sorted((ROOT / folder).rglob("*.py"))]
+
+
+def test_imports_only_go_down_the_layers():
+    upward = []
+    for path in _sources():
+        if path == ENTRY_POINT:
+            continue
+        source = _layer_of(".".join(path.with_suffix("").parts))
+        for line, module in _imports(ROOT / path):
+            target = _layer_of(module)
+            if target and source and LAYER[target] > LAYER[source]:
+                upward.append(f"{path}:{line} ({source}) imports {module} ({target})")
+    assert not upward, "imports running up the layers:\n" + "\n".join(upward)
+
+
+def test_the_layout_has_the_harness_apart_from_the_product():
+    shipped = (ROOT / "deploy/Dockerfile").read_text()
+    assert "COPY lab" not in shipped and "COPY tests" not in shipped
+    for folder in ("lakehouse", "deploy", "loadgen", "pipeline", "queries"):
+        benchmarks = [p for p in (ROOT / folder).rglob("*.py") if "bench" in p.stem and "cli" not in p.parts]
+        assert not benchmarks, f"harness modules inside the product: {benchmarks}"
+
+
+@pytest.mark.parametrize("args", [["run", "--help"], ["sql", "--help"], ["contract", "show"]])
+def test_product_commands_work_without_the_harness(args):
+    """As in the image: ``lab`` is not there. Blocking its import makes any stray top-level import fail here."""
+    code = ("import sys; sys.modules['lab'] = None\n"
+            "from lakehouse.cli.main import app\n"
+            f"app({args!r}, standalone_mode=False)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip()
