@@ -31,9 +31,10 @@ from pipeline.cdc import envelope as env
 from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
 from pipeline.cdc.upsert import DimensionWriter
 from pipeline.kafka_source import offsets as kafka_offsets
+from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
 from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.planner import Planner
-from pipeline.kafka_source.ranges import OffsetRange, next_offsets
+from pipeline.kafka_source.ranges import OffsetRange
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ def _change(value: bytes, key: str, where: str) -> tuple:
             json.dumps(record["after"]) if op != "d" else None)
 
 
-class DimensionApplyJob:
+class DimensionApplyJob(KafkaBatchJob):
     """The CDC apply job. It runs without Spark: as its own small process (`lakehouse run dims`) or
     beside the Spark jobs of `lakehouse run pipeline`; ``spark`` is accepted, unused, so every job
     is built the same way."""
@@ -142,24 +143,12 @@ class DimensionApplyJob:
         self._threads.shutdown(wait=True)
         self.planner.close()
 
-    def run_once(self) -> int:
-        began = time.monotonic()
-        ranges, marks = self.planner.plan(self.committed, self.committed_ids)
-        work = [r for r in ranges if r.size > 0]
-        for r in ranges:
-            metrics.LAG.labels(self.name, r.topic, str(r.partition)).set(marks[(r.topic, r.partition)].high - r.start)
-        if not work:
-            metrics.BATCHES.labels(self.name, "idle").inc()
-            return 0
-        ends = next_offsets(ranges)
-        topics = sorted({r.topic for r in work})
-        # one upsert per table, side by side (each commits its own topic's offsets)
-        applied = list(self._threads.map(lambda topic: self._apply(topic, [r for r in work if r.topic == topic],
-                                                                    ends[topic]), topics))
-        metrics.ROWS.labels(self.name, "in").inc(sum(applied))
-        metrics.BATCHES.labels(self.name, "committed").inc()
-        metrics.BATCH_SECONDS.labels(self.name).observe(time.monotonic() - began)
-        return max(sum(applied), 1)
+    def write(self, batch: Batch) -> int:
+        """One upsert per table, side by side (each commits its own topic's offsets); returns the changes applied."""
+        topics = sorted({r.topic for r in batch.work})
+        applied = self._threads.map(lambda topic: self._apply(topic, [r for r in batch.work if r.topic == topic],
+                                                              batch.end[topic]), topics)
+        return sum(applied)
 
     def _apply(self, topic: str, work: list[OffsetRange], ends: dict[int, int]) -> int:
         """Read one topic's ranges, apply them to its table with the offsets; returns the changes applied."""
@@ -168,8 +157,6 @@ class DimensionApplyJob:
         began = time.monotonic()
         offsets = {topic: ends}
         self.writers[topic].apply(changes, kafka_offsets.commit_properties(offsets, self.planner.topic_ids))
-        self.committed[topic] = ends
-        self.committed_ids[topic] = self.planner.topic_ids[topic]
         metrics.COMMIT_SECONDS.labels(target.table).observe(time.monotonic() - began)
         metrics.LAST_COMMIT.labels(target.table).set(time.time())
         log.info("dims: %d changes into %s in %.2fs", changes.num_rows, target.table, time.monotonic() - began)

@@ -1,5 +1,5 @@
-"""The click ingestion job: one micro-batch = plan, then one Spark job that fetches,
-validates, enriches and commits the click table; its dead letters, if any, are committed
+"""The click ingestion job: one micro-batch = plan (``kafka_source.batch_job``), then one Spark
+job that fetches, validates, enriches and commits the click table; its dead letters, if any, are committed
 in the background while the next batch runs (``pipeline.clicks.dead_letters``).
 
 Each commit carries the batch's end offsets. The click table's offsets are where the job
@@ -37,9 +37,10 @@ from pipeline.clicks.evolution import Shape, is_change_request, shape_of
 from pipeline.clicks.validate import CONTRACT, Limits, parse_batch, parsed_schema
 from pipeline.dimensions import ENRICHED_FIELDS, DimensionCache, enrich_batch
 from pipeline.kafka_source import offsets as kafka_offsets
+from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
 from pipeline.kafka_source.fetch import records_frame
 from pipeline.kafka_source.planner import Planner
-from pipeline.kafka_source.ranges import OffsetRange, next_offsets
+from pipeline.kafka_source.ranges import OffsetRange
 from pipeline.snapshot_properties import latest_properties
 from pipeline.tables import CLICKS_FIXED_COLUMNS, CLICKS_FROM_EVENT, ensure_clicks_tables
 
@@ -81,7 +82,7 @@ def _beyond(offsets: kafka_offsets.Offsets):
     return cond
 
 
-class ClickIngestJob:
+class ClickIngestJob(KafkaBatchJob):
     name = "clicks"
 
     def __init__(self, spark: SparkSession, settings: Settings):
@@ -179,33 +180,21 @@ class ClickIngestJob:
         metrics.LAST_COMMIT.labels(table).set(time.time())
         return took
 
-    def _update_lag(self, ranges: list[OffsetRange], marks) -> None:
-        for r in ranges:
-            metrics.LAG.labels(self.name, r.topic, str(r.partition)).set(marks[(r.topic, r.partition)].high - r.start)
-            metrics.COMMITTED_OFFSET.labels(self.name, r.topic, str(r.partition)).set(r.start)
-
-    def run_once(self) -> int:
-        began = time.monotonic()
+    def before_plan(self) -> None:
+        """Raise a failed background dead-letter commit; after a recovery, write the dead letters it owes."""
         self._settle_dead_letters(wait=False)
         if self._dead_letters_done is not None:
             self._catch_up_dead_letters(self._dead_letters_done)
             self._dead_letters_done = None
-        ranges, marks = self.planner.plan(self.committed, self.committed_ids)
-        self._update_lag(ranges, marks)
-        work = [r for r in ranges if r.size > 0]
-        if not work:
-            metrics.BATCHES.labels(self.name, "idle").inc()
-            return 0
-        planned_at = time.monotonic()
+
+    def write(self, batch: Batch) -> int:
+        """One Spark job: fetch, validate, enrich and append the click rows with the batch's end offsets."""
+        work, target, planned_at = batch.work, batch.end, batch.planned_at
         planned_at_ms = int(time.time() * 1000)
-        metrics.BATCH_PHASE_SECONDS.labels("plan").observe(planned_at - began)
-        target = next_offsets(ranges)
-        start: kafka_offsets.Offsets = {}
-        for r in ranges:
-            start.setdefault(r.topic, {})[r.partition] = r.start
+        metrics.BATCH_PHASE_SECONDS.labels("plan").observe(planned_at - batch.began)
         # Every dead letter before this batch's start is committed (recover() or the last batch wrote it),
         # unless an earlier batch's are still in flight: then only up to that batch's start.
-        done = self._background.in_flight_from or start
+        done = self._background.in_flight_from or batch.start
         stats = self.spark.sparkContext.accumulator(BatchStats(), BatchStatsParam())
         now = dt.datetime.now(dt.timezone.utc)
         try:
@@ -217,26 +206,18 @@ class ClickIngestJob:
                 raise
             counted = self._evolve(work, target, done, now, planned_at_ms)
         committed_at_ms = int(time.time() * 1000)
-        self.committed, self.committed_ids = target, dict(self.planner.topic_ids)
         metrics.BATCH_PHASE_SECONDS.labels("write").observe(time.monotonic() - planned_at)
         if counted.dead:
             topic_ids = dict(self.planner.topic_ids)
             self._settle_dead_letters(wait=True)  # one dead-letter commit at a time, in batch order
-            self._background.submit(lambda: self._write_dead_letters(work, target, topic_ids, counted, now), start)
+            self._background.submit(lambda: self._write_dead_letters(work, target, topic_ids, counted, now),
+                                    batch.start)
         self._observe_latency(counted.ages.items(), committed_at_ms - planned_at_ms)
-        total = counted.valid + counted.dead
-        metrics.ROWS.labels(self.name, "in").inc(total)
         metrics.ROWS.labels(self.name, "valid").inc(counted.valid)
         metrics.ROWS.labels(self.name, "dead_letter").inc(counted.dead)
-        metrics.BATCH_ROWS.labels(self.name).observe(total)
-        metrics.BATCHES.labels(self.name, "committed").inc()
-        metrics.BATCH_SECONDS.labels(self.name).observe(time.monotonic() - began)
-        for r in ranges:
-            metrics.COMMITTED_OFFSET.labels(self.name, r.topic, str(r.partition)).set(r.end)
-            metrics.LAG.labels(self.name, r.topic, str(r.partition)).set(marks[(r.topic, r.partition)].high - r.end)
         log.info("clicks: committed %d valid + %d dead-lettered in %.2fs", counted.valid, counted.dead,
-                 time.monotonic() - began)
-        return max(total, 1)
+                 time.monotonic() - batch.began)
+        return counted.valid + counted.dead
 
     def _evolve(self, work: list[OffsetRange], target: kafka_offsets.Offsets, done: kafka_offsets.Offsets,
                 now: dt.datetime, planned_at_ms: int) -> BatchStats:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.kafka_source.batch_job import Batch
 from pipeline.kafka_source.ranges import OffsetRange, balance
 
 
@@ -34,3 +35,11 @@ def test_three_full_partitions_on_two_cores_make_two_equal_tasks():
 def test_small_batches_stay_in_one_task():
     ranges = [OffsetRange("t", p, 0, 200) for p in range(3)]
     assert len(balance(ranges, 8)) == 1
+
+
+def test_a_batch_resumes_where_it_ends_and_reads_only_ranges_with_records():
+    ranges = [OffsetRange("clicks", 0, 10, 25), OffsetRange("clicks", 1, 7, 7), OffsetRange("orders", 0, 0, 3)]
+    batch = Batch(ranges, marks={}, began=0.0, planned_at=0.0)
+    assert batch.work == [ranges[0], ranges[2]]
+    assert batch.start == {"clicks": {0: 10, 1: 7}, "orders": {0: 0}}
+    assert batch.end == {"clicks": {0: 25, 1: 7}, "orders": {0: 3}}  # an empty partition stays where it was
