@@ -15,12 +15,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import typer
+
+from lakehouse.settings import Settings
 
 MANIFEST = Path(__file__).with_name("artifacts.toml")
 SHIM_SOURCE = Path(__file__).parent / "native" / "loopback_bind.c"
@@ -149,8 +152,7 @@ def build_helper_jar(tools_dir: Path) -> Path:
     javac = shutil.which("javac")
     if javac is None:
         raise RuntimeError("javac not found: install Debian's openjdk-17-jdk-headless (make install does)")
-    import tempfile
-
+    # deferred: pyspark is installed by the same `make install` step that runs this module
     import pyspark
 
     classpath = os.pathsep.join([f"{Path(pyspark.__file__).parent / 'jars'}/*", str(tools_dir / "jars" / "*")])
@@ -180,8 +182,6 @@ def main(
     print_hashes: bool = typer.Option(False, help="Print sha256 of what is installed, to update the manifest."),
 ) -> None:
     """Download, verify and unpack every pinned jar and binary (idempotent)."""
-    from lakehouse.settings import Settings
-
     tools_dir = tools_dir or Settings().tools_dir
     packages = load_manifest()
     if print_hashes:

@@ -19,7 +19,8 @@ import os
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from lakehouse.settings import Settings
+from deploy.local.binaries import java_binary, pyspark_jars
+from lakehouse.settings import Settings, load_settings
 
 MAIN_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 
@@ -59,8 +60,6 @@ def postgres_jar(settings: Settings) -> Path:
 
 def command(settings: Settings, java: Path, conf_dir: Path, log_dir: Path) -> list[str]:
     """The metastore's command line: hive-site.xml from ``conf_dir``, Hive from pyspark's jars."""
-    from deploy.local.binaries import pyspark_jars
-
     classpath = os.pathsep.join([str(conf_dir), f"{pyspark_jars()}/*", str(postgres_jar(settings))])
     return [str(java), f"-Xmx{settings.metastore.heap_mb}m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
             f"-Dhive.log.dir={log_dir}", "-Dhive.log.file=metastore-hive.log", "-cp", classpath,
@@ -69,9 +68,6 @@ def command(settings: Settings, java: Path, conf_dir: Path, log_dir: Path) -> li
 
 def main() -> None:
     """The cluster's entry point: become the metastore (exec), configured by the mounted hive-site.xml."""
-    from deploy.local.binaries import java_binary
-    from lakehouse.settings import load_settings
-
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--conf-dir", type=Path, required=True, help="Folder holding hive-site.xml.")
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp"), help="Folder for Hive's own log file.")

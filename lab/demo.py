@@ -17,6 +17,8 @@ letters by reason, freshness per table against its goal, and where to look next.
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import subprocess
 import time
 from dataclasses import dataclass
@@ -25,10 +27,19 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from deploy.local.services.mariadb import connect as mariadb_connect
 from lab.bench import freshness
+from lab.bench.ingest import warm_up
+from lab.report import PrometheusError, write_report
 from lab.system_jobs import RunningSystem
+from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import REPO_ROOT, Settings
 from loadgen.db_changes import STORY_PRODUCT_ID
+from loadgen.run import command, expected_events, read_result
+from pipeline.clicks.evolving_batch import HISTORY_PROPERTY
+from pipeline.metrics import serve
+from queries import library, output
+from queries.duckdb_engine import DuckDBEngine
 
 PRODUCT_ONE_SQL = """
 SELECT name, product_price, count(*) AS views, min(ingest_time) AS first_seen, max(ingest_time) AS last_seen
@@ -58,11 +69,7 @@ class DemoSummary:
 
 def _schema_changes_since(settings: Settings, since_ms: int) -> list[str]:
     """The click table's evolutions committed during the run, as `lakehouse contract history` shows them."""
-    import datetime as dt
-    import json
 
-    from lakehouse.catalog import pyiceberg_catalog
-    from pipeline.clicks.evolving_batch import HISTORY_PROPERTY
 
     table = pyiceberg_catalog(settings).load_table(settings.catalog.clicks_table)
     since = dt.datetime.fromtimestamp(since_ms / 1000, dt.timezone.utc)
@@ -78,13 +85,6 @@ def _aggregates_caught_up(engine, expected_views: int) -> bool:
 
 def run_demo(settings: Settings, rate: float, duration: float, bad_share: float, console: Console,
              change_rate: float = 20.0) -> DemoSummary:
-    from deploy.local.services.mariadb import connect as mariadb_connect
-    from lab.bench.ingest import warm_up
-    from lab.report import PrometheusError, write_report
-    from loadgen.run import command, expected_events, read_result
-    from pipeline.metrics import serve
-    from queries import library, output
-    from queries.duckdb_engine import DuckDBEngine
 
     # The demo shows a price change arriving within seconds: the click job re-reads the dimensions
     # every 2 s here (the product default, 10 s, can miss a change made in a short run's second half).

@@ -81,9 +81,10 @@ def collect(settings: Settings, since_seconds: float, now: float | None = None) 
 
 
 def plot(panel: Panel, path: Path) -> None:
+    # deferred: matplotlib (~0.5 s) only when a report is drawn
     import matplotlib
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # no screen: set before pyplot loads
     import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 

@@ -19,7 +19,15 @@ from pathlib import Path
 
 from rich.console import Console
 
+from lab.bench.cdc import start_capture, start_job_process
+from lab.bench.ingest import committed_total
 from lakehouse.settings import Settings
+from pipeline.app import run_job
+from pipeline.cdc.apply import DimensionApplyJob
+from pipeline.cdc.capture import read_checkpoint
+from pipeline.clicks.job import ClickIngestJob
+from pipeline.kafka_source.planner import records_in_topic
+from pipeline.spark_session import build_session
 
 #: what the whole system needs of the local stack
 SYSTEM_STACK = ("kafka", "s3", "metastore", "mariadb")
@@ -30,12 +38,6 @@ class RunningSystem:
 
     def __init__(self, settings: Settings, console: Console, app_name: str, capture_log: Path):
         """``capture_log``: the capture's log; the others' go beside it (``dims`` for ``capture``...)."""
-        from lab.bench.cdc import start_capture, start_job_process
-        from pipeline.cdc.apply import DimensionApplyJob
-        from pipeline.cdc.capture import read_checkpoint
-        from pipeline.clicks.job import ClickIngestJob
-        from pipeline.spark_session import build_session
-
         self.settings, self.stop = settings, threading.Event()
         self.threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
@@ -73,8 +75,6 @@ class RunningSystem:
         self.threads = [self._in_pool("clicks", self.clicks)]
 
     def _in_pool(self, pool: str, job) -> threading.Thread:
-        from pipeline.app import run_job
-
         def run():
             self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
             try:
@@ -88,14 +88,10 @@ class RunningSystem:
 
     def committed(self) -> int:
         """Click records (valid and dead-lettered) committed so far."""
-        from lab.bench.ingest import committed_total
-
         return committed_total(self.clicks, self.settings.kafka.clicks_topic)
 
     def produced(self) -> int:
         """Records in the click topic so far (what the load generator delivered)."""
-        from pipeline.kafka_source.planner import records_in_topic
-
         return records_in_topic(self.settings.kafka.bootstrap, self.settings.kafka.clicks_topic)
 
     def failed(self) -> str | None:

@@ -46,6 +46,7 @@ def java_catalog_properties(settings: Settings) -> dict[str, str]:
 
 def pyiceberg_catalog(settings: Settings):
     """A PyIceberg HiveCatalog on the shared metastore."""
+    # deferred: pyiceberg loads pyarrow: only for callers that open a catalog
     from pyiceberg.catalog.hive import HiveCatalog
 
     return HiveCatalog(

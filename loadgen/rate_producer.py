@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import typer
 from confluent_kafka import Producer
 
+from lakehouse.settings import load_settings
 from loadgen.events import bad_payload, click_event, encode
 
 
@@ -77,7 +78,6 @@ def main(
     topic: str = typer.Option(None, help="Topic (default: the click topic from settings)."),
 ) -> None:
     """Produce ClickEvents at a fixed rate and report the rate achieved."""
-    from lakehouse.settings import load_settings
 
     settings = load_settings()
     report = produce_at_rate(settings.kafka.bootstrap, topic or settings.kafka.clicks_topic, rate, duration, bad_share)

@@ -60,6 +60,7 @@ class LocustStatsCollector(Collector):
 
 
 def init(environment) -> None:
+    # deferred: importing locust patches the standard library (gevent): only inside a Locust run
     from locust.runners import WorkerRunner
 
     s = load_settings()
@@ -114,6 +115,7 @@ def flush() -> None:
 
 def write_summary() -> None:
     """Per-kind delivered/failed counts and produce latency, from the final statistics."""
+    # deferred: importing locust patches the standard library (gevent): only inside a Locust run
     from locust.runners import WorkerRunner
 
     env = _state.get("environment")

@@ -22,6 +22,7 @@ JobFactory = Callable[..., MicroBatchJob]
 
 def job_factories() -> dict[str, JobFactory]:
     """The jobs that can share an application, by name."""
+    # deferred: the click job loads pyspark; `lakehouse run dims` and `run aggregate` never need it
     from pipeline.aggregates.live import LiveAggregates
     from pipeline.cdc.apply import DimensionApplyJob
     from pipeline.clicks.job import ClickIngestJob

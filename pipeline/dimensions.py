@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 import pyarrow as pa
+from pyspark import InheritableThread
 
 from lakehouse.settings import Settings
 
@@ -106,8 +107,7 @@ class DimensionCache:
             self._current = None
 
     def _start_refresher(self) -> None:
-        from pyspark import InheritableThread  # keeps the job's FAIR pool for the refresher's reads
-
+        # InheritableThread: the refresher's reads stay in the job's FAIR pool
         self._refresher = InheritableThread(target=self._refresh_loop, name="dimension-refresh", daemon=True)
         self._refresher.start()
 

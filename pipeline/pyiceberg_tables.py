@@ -94,6 +94,7 @@ def replace_contents(table, rows: pa.Table, properties: dict[str, str]) -> None:
     changed key. Replacing the files costs one new file and one snapshot whatever changed.
     Delete files of older writers go too: they applied to the data files replaced.
     """
+    # deferred: PyIceberg's private writer: kept to the one function that needs it
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
     with CachedTransaction(table) as tx:

@@ -15,6 +15,7 @@ from pathlib import Path
 from deploy.artifacts import jar_paths
 from lakehouse.catalog import java_catalog_properties
 from lakehouse.settings import Settings
+from pipeline.app import job_factories
 
 #: log4j2 configuration of local Spark JVMs
 LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
@@ -71,9 +72,7 @@ def scheduler_pools(settings: Settings) -> Path:
     Written at session start from the settings (nothing to keep in sync by hand). Without it
     every pool weighs the same and a compaction's tasks take half the cores from a batch.
     """
-    from pipeline.app import job_factories  # each job runs in the pool named after it
-
-    weight = settings.pipeline.writer_pool_weight
+    weight = settings.pipeline.writer_pool_weight  # each job runs in the pool named after it
     shares = {name: (1, 0) if name == "maintain" else (weight, 1) for name in job_factories()}
     pools = "".join(f'  <pool name="{name}"><schedulingMode>FIFO</schedulingMode><weight>{w}</weight>'
                     f'<minShare>{share}</minShare></pool>\n' for name, (w, share) in shares.items())
@@ -84,6 +83,7 @@ def scheduler_pools(settings: Settings) -> Path:
 
 def build_session(settings: Settings, app_name: str, master: str | None = None):
     """A SparkSession: local[2] (or ``master`` / SPARK_MASTER), or the submitter's in cluster mode."""
+    # deferred: pyspark: only for the jobs that build a session (dims and aggregates never do)
     from pyspark.sql import SparkSession
 
     if settings.pipeline.spark_deploy == "cluster":

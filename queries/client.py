@@ -40,6 +40,7 @@ class RemoteSession:
 
     def execute(self, statement: str) -> Outcome:
         """The statement's rows as Arrow (for the shell and for code)."""
+        # deferred: pyarrow only for answers that arrive as Arrow: the shell starts without it
         import pyarrow as pa
 
         payload, headers = self._post({"sql": self.render_placeholders(statement), "schema": self.schema})

@@ -11,6 +11,7 @@ resolved to a snapshot id through PyIceberg.
 from __future__ import annotations
 
 import datetime as dt
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
 import duckdb
@@ -26,6 +27,7 @@ EXTENSIONS = ("httpfs", "avro", "iceberg")
 
 
 def connect(settings: Settings) -> duckdb.DuckDBPyConnection:
+    # deferred: the pinned extensions' files, needed only when a connection loads them
     import duckdb_extensions
 
     con = duckdb.connect(config={"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"})
@@ -64,8 +66,6 @@ class DuckDBEngine:
     name = "duckdb"
 
     def __init__(self, settings: Settings):
-        from concurrent.futures import ThreadPoolExecutor
-
         self.settings = settings
         # Loading the extensions takes 0.3 s, with the GIL released: it overlaps the first
         # query's parsing and catalog lookups instead of coming before them.

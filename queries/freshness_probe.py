@@ -70,6 +70,7 @@ def _newest_event_time(table, snapshot) -> float | None:
 
 def look(catalog, name: str, now: float | None = None) -> TableView | None:
     """What a reader sees of ``name`` right now (None while the table does not exist)."""
+    # deferred: pyiceberg loads pyarrow: only when a table is read
     from pyiceberg.exceptions import NoSuchTableError
 
     try:

@@ -11,6 +11,13 @@ DESCRIBE).
 
 from __future__ import annotations
 
+from hive_metastore.ThriftHiveMetastore import Client
+from hive_metastore.ttypes import NoSuchObjectException
+from thrift.protocol.TBinaryProtocol import TBinaryProtocol
+from thrift.Thrift import TException
+from thrift.transport.TSocket import TSocket
+from thrift.transport.TTransport import TBufferedTransport, TTransportException
+
 from queries.errors import EngineGap
 
 
@@ -27,9 +34,6 @@ class Metastore:
         self._client = None
 
     def _call(self, method: str, *args):
-        from thrift.Thrift import TException
-        from thrift.transport.TTransport import TTransportException
-
         for attempt in range(2):
             try:
                 return getattr(self._connected(), method)(*args)
@@ -44,10 +48,6 @@ class Metastore:
 
     def _connected(self):
         if self._client is None:
-            from hive_metastore.ThriftHiveMetastore import Client
-            from thrift.protocol.TBinaryProtocol import TBinaryProtocol
-            from thrift.transport.TSocket import TSocket
-            from thrift.transport.TTransport import TBufferedTransport
 
             self._transport = TBufferedTransport(TSocket(self.host, self.port))
             self._transport.open()
@@ -75,8 +75,6 @@ class Metastore:
 
     def metadata_location(self, schema: str, table: str) -> str | None:
         """The table's current metadata file; None if there is no such Iceberg table."""
-        from hive_metastore.ttypes import NoSuchObjectException
-
         try:
             found = self._call("get_table", schema, table)
         except NoSuchObjectException:

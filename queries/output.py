@@ -38,6 +38,7 @@ class Rendered:
 
 
 def render(result: pa.Table, fmt: str) -> Rendered:
+    # deferred: pyarrow only for Arrow answers (the SQL shell's client renders JSON without it)
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -59,6 +60,7 @@ def show(rendered: Rendered, console: Console, title: str | None = None, footer:
     if rendered.text is not None:
         print(rendered.text, end="")
         return
+    # deferred: rich's tables only for the table format
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")

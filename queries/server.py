@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pyarrow as pa
 
 from lakehouse.settings import Settings, load_settings
+from queries.engines import open_session
 from queries.errors import EngineGap
 from queries.output import FORMATS, render
 
@@ -39,8 +40,6 @@ class QueryService:
     """One warm DuckDB engine; statements run one at a time (a DuckDB connection is not shared)."""
 
     def __init__(self, settings: Settings):
-        from queries.engines import open_session
-
         self.settings = settings
         self.session = open_session("duckdb", settings, service=False)
         self.lock = threading.Lock()

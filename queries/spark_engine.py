@@ -23,6 +23,7 @@ class SparkEngine:
     name = "spark"
 
     def __init__(self, settings: Settings, spark=None):
+        # deferred: pyspark and a JVM: only when the Spark engine is opened
         from pipeline.spark_session import build_session
 
         self.settings = settings

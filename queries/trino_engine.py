@@ -21,6 +21,7 @@ class TrinoEngine:
             schema: str | None = None) -> pa.Table:
         """Trino resolves the names itself (its catalog is ``catalog.trino_catalog``); ``schema`` is
         the session's schema, for bare table names."""
+        # deferred: the trino client, only when the cluster's engine is used
         import trino
         import trino.exceptions
 

@@ -29,6 +29,7 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
+from deploy.k8s.cross_references import cross_reference_problems
 from deploy.k8s.secrets import ensure_credentials_env
 from lakehouse.settings import REPO_ROOT
 
@@ -168,8 +169,6 @@ def checkov_problems(docs: list[dict[str, Any]]) -> list[str]:
 
 
 def main() -> None:
-    from deploy.k8s.cross_references import cross_reference_problems
-
     parser = argparse.ArgumentParser(
         description="Validate the Kubernetes deployment offline: render, strict schemas (built-in and CRDs), "
                     "cross-references, checkov. Exit 1 when anything is wrong.")

@@ -48,6 +48,7 @@ def tool(tools_dir: Path, name: str) -> Path:
 
 
 def pyspark_jars() -> Path:
+    # deferred: pyspark's package (its jars' folder) only for the services that run from it
     import pyspark
 
     return Path(pyspark.__file__).parent / "jars"

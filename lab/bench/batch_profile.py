@@ -15,7 +15,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from confluent_kafka.admin import NewTopic
+
+from deploy.local.services.broker import admin_client
+from lab.bench.ingest import bench_settings
 from lakehouse.settings import Settings
+from loadgen.rate_producer import produce_at_rate
+from pipeline.clicks.job import ClickIngestJob
+from pipeline.spark_session import build_session
 
 
 @dataclass(frozen=True)
@@ -37,13 +44,7 @@ def _timed(rounds: int, step: Callable[[], object]) -> list[float]:
 
 
 def profile(settings: Settings, events: int, rounds: int, progress=print) -> list[PhaseTimes]:
-    from confluent_kafka.admin import NewTopic
 
-    from deploy.local.services.broker import admin_client
-    from lab.bench.ingest import bench_settings
-    from loadgen.rate_producer import produce_at_rate
-    from pipeline.clicks.job import ClickIngestJob
-    from pipeline.spark_session import build_session
 
     s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"), kind="profile")
     admin = admin_client(s)

@@ -19,9 +19,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from deploy.local.services.broker import Broker
+from deploy.local.services.mariadb import connect, create_source_database
+from lab.bench.freshness import first_visible, quantiles
 from lab.bench.ingest import commit_rate
+from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from lakehouse.settings_env import settings_env
+from pipeline.cdc.apply import DimensionApplyJob
+from pipeline.cdc.capture import read_checkpoint
+from pipeline.runner import run_loop
+from pipeline.spark_session import build_session
 
 
 @dataclass
@@ -46,8 +54,6 @@ def bench_settings(settings: Settings, tag: str) -> Settings:
 
 def write_changes(s: Settings, rate: float, duration: float, tick: float = 0.02, name: str = "bench") -> int:
     """Paced changes: half inserts (timestamped, named ``name``), half updates; commits every tick."""
-    from deploy.local.services.mariadb import connect
-
     rng, sent, began = random.Random(1), 0, time.monotonic()
     with connect(s, user=s.mariadb.app_user, database=s.mariadb.database) as conn, conn.cursor() as cur:
         conn.autocommit(False)
@@ -69,9 +75,6 @@ def write_changes(s: Settings, rate: float, duration: float, tick: float = 0.02,
 
 def freshness(settings: Settings, table: str, since_ms: int) -> tuple[float, float]:
     """p50 and p95 of database commit -> first snapshot holding the inserted row (``first_visible``)."""
-    from lab.bench.freshness import first_visible, quantiles
-    from lakehouse.catalog import pyiceberg_catalog
-
     iceberg = pyiceberg_catalog(settings).load_table(table)
     rows = iceberg.scan(row_filter="name == 'bench'", selected_fields=("productId", "description")).to_arrow()
     first = first_visible(iceberg, ("productId", "description"), since_ms)
@@ -119,13 +122,6 @@ def start_job_process(s: Settings, job: str, log_path: Path) -> subprocess.Popen
 
 
 def run(settings: Settings, rate: float, duration: float, progress=print) -> CdcBenchResult:
-    from deploy.local.services.broker import Broker
-    from deploy.local.services.mariadb import create_source_database
-    from pipeline.cdc.apply import DimensionApplyJob
-    from pipeline.cdc.capture import read_checkpoint
-    from pipeline.runner import run_loop
-    from pipeline.spark_session import build_session
-
     s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"))
     create_source_database(s, s.mariadb.database)
     Broker(s).bootstrap()

@@ -15,7 +15,14 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 
+from confluent_kafka import Producer
+from confluent_kafka.admin import NewTopic
+
+from deploy.local.services.broker import admin_client
 from lakehouse.settings import Settings
+from loadgen.events import bad_payload, click_event, encode
+from pipeline.clicks.job import ClickIngestJob
+from pipeline.spark_session import build_session
 
 
 @dataclass
@@ -32,13 +39,7 @@ class EvolutionBenchResult:
 
 def run(settings: Settings, batch_events: int = 10_000, usual: int = 3, after: int = 3,
         progress=print) -> EvolutionBenchResult:
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import NewTopic
 
-    from deploy.local.services.broker import admin_client
-    from loadgen.events import bad_payload, click_event, encode
-    from pipeline.clicks.job import ClickIngestJob
-    from pipeline.spark_session import build_session
 
     s = settings.model_copy(deep=True)
     suffix = uuid.uuid4().hex[:8]

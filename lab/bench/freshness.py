@@ -28,7 +28,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
 
+from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from pipeline.aggregates.rollups import THROUGH_PROPERTY
 
@@ -86,8 +88,6 @@ def clicks(spark, table: str, since_ms: int) -> Freshness:
 
 def dimensions(spark, settings: Settings, since_ms: int) -> Freshness:
     """Database change -> visible, for product and member rows last changed since ``since_ms``."""
-    from lakehouse.catalog import pyiceberg_catalog
-
     catalog, delays = pyiceberg_catalog(settings), []
     for table, key in ((settings.catalog.products_table, "productId"), (settings.catalog.members_table, "userid")):
         iceberg = catalog.load_table(table)
@@ -108,7 +108,6 @@ def first_visible(table, columns: tuple[str, str], since_ms: int) -> dict[tuple,
     Timestamps come back as epoch milliseconds. Snapshots expired since are not seen: measure
     runs without maintenance, as for the other tables.
     """
-    from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
 
     first: dict[tuple, int] = {}
     snapshots = sorted((s for s in table.snapshots() if s.timestamp_ms >= since_ms), key=lambda s: s.sequence_number)

@@ -18,8 +18,15 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from confluent_kafka.admin import NewTopic
+
+from deploy.local.services.broker import admin_client
 from lab.bench import freshness
+from lab.bench.ingest import bench_settings, commit_rate, committed_total, raw_ceiling, warm_up
 from lakehouse.settings import Settings
+from pipeline.clicks.job import ClickIngestJob
+from pipeline.runner import run_loop
+from pipeline.spark_session import build_session
 
 #: freshness p95 a rate must keep to count as sustained (issue 28, goal 2)
 P95_BOUND_S = 10.0
@@ -63,12 +70,7 @@ class HeadroomResult:
 
 
 def _step(spark, settings: Settings, rate: float, seconds: float, progress) -> Step:
-    from confluent_kafka.admin import NewTopic
 
-    from deploy.local.services.broker import admin_client
-    from lab.bench.ingest import bench_settings, commit_rate, committed_total, warm_up
-    from pipeline.clicks.job import ClickIngestJob
-    from pipeline.runner import run_loop
 
     s = bench_settings(settings, f"{time.strftime('%Y%m%d%H%M%S')}_{int(rate)}", kind="headroom")
     topic = s.kafka.clicks_topic
@@ -110,9 +112,6 @@ def _step(spark, settings: Settings, rate: float, seconds: float, progress) -> S
 
 
 def run(settings: Settings, rates: list[float], seconds: float, out_dir: Path, progress=print) -> HeadroomResult:
-    from lab.bench.ingest import raw_ceiling
-    from pipeline.spark_session import build_session
-
     spark = build_session(settings, "lakehouse-bench-headroom")
     result = HeadroomResult()
     try:

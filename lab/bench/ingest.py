@@ -23,9 +23,13 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import NewTopic
 from prometheus_client import REGISTRY
 
+from deploy.local.services.broker import admin_client
 from lab.bench.freshness import clicks as clicks_freshness
 from lakehouse.settings import Settings
 from loadgen.rate_producer import produce_at_rate
+from pipeline.clicks.job import ClickIngestJob
+from pipeline.runner import run_loop
+from pipeline.spark_session import build_session
 
 
 @dataclass
@@ -118,11 +122,6 @@ def _produce(s: Settings, rate: float, seconds: float) -> int:
 
 
 def run(settings: Settings, rate: float, duration: float, out_dir: Path, progress=print) -> IngestBenchResult:
-    from deploy.local.services.broker import admin_client
-    from pipeline.clicks.job import ClickIngestJob
-    from pipeline.runner import run_loop
-    from pipeline.spark_session import build_session
-
     tag = time.strftime("%Y%m%d%H%M%S")
     s = bench_settings(settings, tag)
     partitions = s.kafka.clicks_partitions

@@ -17,7 +17,14 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
+from lab.soak.services import child_env
 from lakehouse.settings import Settings
+from pipeline.aggregates.tables import ensure_aggregate_tables
+from pipeline.cdc.dimension_tables import ensure_dimension_tables
+from pipeline.spark_session import build_session
+from pipeline.tables import ensure_clicks_tables, ensure_daily_table
+from queries import library
+from queries.engines import open_session
 
 #: how far back queries/sql/time_travel.sql looks
 TIME_TRAVEL_S = 60
@@ -51,10 +58,6 @@ def build_table(settings: Settings, rows: int, progress=print) -> tuple[Settings
 
     Returns the run's settings, the rows deleted and when (monotonic) the rows were committed.
     """
-    from pipeline.aggregates.tables import ensure_aggregate_tables
-    from pipeline.cdc.dimension_tables import ensure_dimension_tables
-    from pipeline.spark_session import build_session
-    from pipeline.tables import ensure_clicks_tables, ensure_daily_table
 
     s = settings.model_copy(deep=True)
     tag = time.strftime("%Y%m%d%H%M%S")
@@ -85,10 +88,6 @@ def build_table(settings: Settings, rows: int, progress=print) -> tuple[Settings
 
 
 def run(settings: Settings, rows: int = 1_000_000, runs: int = 3, progress=print) -> QueryBenchResult:
-    from lab.soak.services import child_env
-    from queries import library
-    from queries.engines import open_session
-
     s, deleted, written = build_table(settings, rows, progress)
     count = f"SELECT count(*) AS n FROM {s.catalog.clicks_table}"
     progress(f"one-shot `lakehouse query --sql \"{count}\"`, median of {runs}")

@@ -15,6 +15,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from lab.bench.cdc import run as run_cdc
+from lab.bench.headroom import run as run_headroom
+from lab.bench.ingest import run as run_ingest
+from lab.bench.system import run as run_system
 from lakehouse.settings import REPO_ROOT, Settings
 
 BENCHMARKS_MD = REPO_ROOT / "docs" / "benchmarks.md"
@@ -113,10 +117,6 @@ def run_standard(settings: Settings, out_dir: Path, ingest_seconds: float, cdc_s
                  system_seconds: float, console, progress: Callable[[str], None] = print,
                  headroom_seconds: float = 30) -> list[Figure]:
     """The standard set at the issue's rates and shorter durations; figures saved as JSON in ``out_dir``."""
-    from lab.bench.cdc import run as run_cdc
-    from lab.bench.headroom import run as run_headroom
-    from lab.bench.ingest import run as run_ingest
-    from lab.bench.system import run as run_system
 
     figures: list[Figure] = []
     progress(f"ingest: 10,000 events/s for {ingest_seconds:.0f}s")

@@ -26,10 +26,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from deploy.local.services.broker import Broker
+from deploy.local.services.mariadb import create_source_database
 from lab.bench import freshness
+from lab.bench.ingest import bench_settings, commit_rate, warm_up
+from lab.reconcile import differences, lake_rows, source_rows
 from lab.system_jobs import RunningSystem
 from lakehouse.settings import Settings
 from lakehouse.settings_env import settings_env
+from loadgen.run import command, read_summary
 
 
 @dataclass
@@ -63,8 +68,6 @@ class SystemBenchResult:
 
 def system_settings(settings: Settings, tag: str) -> Settings:
     """Topics, tables, a source database and checkpoints of the run's own."""
-    from lab.bench.ingest import bench_settings
-
     s = bench_settings(settings, tag, kind="system")
     s.mariadb.database = f"shop_system_{tag}"
     s.kafka.cdc_topic_prefix = f"cdc_system_{tag}"
@@ -90,8 +93,6 @@ def _wait(what: str, done, timeout: float, console: Console) -> bool:
 
 
 def _locust(s: Settings, rate: float, change_rate: float, duration: float, out_dir: Path) -> subprocess.Popen:
-    from loadgen.run import command
-
     env = {**os.environ, **settings_env(s, with_secrets=True)}
     return subprocess.Popen(command(rate, duration, "constant", 0.01, 4, 1, change_rate, out_dir), env=env,
                             stdout=subprocess.DEVNULL, stderr=(out_dir / "locust.log").open("w"))
@@ -125,8 +126,6 @@ def _drive(system: RunningSystem, locust: subprocess.Popen, rate: float, duratio
 
 
 def _checks(spark, s: Settings, produced: int) -> list[Check]:
-    from lab.reconcile import differences, lake_rows, source_rows
-
     c = s.catalog
     rows = _scalar(spark, f"SELECT count(*) FROM {c.clicks_table}")
     dead = _scalar(spark, f"SELECT count(*) FROM {c.dead_letter_table}")
@@ -150,10 +149,6 @@ def _checks(spark, s: Settings, produced: int) -> list[Check]:
 
 def run(settings: Settings, rate: float, change_rate: float, duration: float, out_dir: Path,
         console: Console) -> SystemBenchResult:
-    from deploy.local.services.broker import Broker
-    from deploy.local.services.mariadb import create_source_database
-    from lab.bench.ingest import commit_rate, warm_up
-    from lab.reconcile import lake_rows, source_rows
 
     tag = time.strftime("%Y%m%d%H%M%S")
     s = system_settings(settings, tag)
@@ -190,6 +185,4 @@ def run(settings: Settings, rate: float, change_rate: float, duration: float, ou
 
 def _changes(out_dir: Path) -> int:
     """Database changes Locust made (its statistics count each as a request of type 'mysql')."""
-    from loadgen.run import read_summary
-
     return sum(k["delivered"] for k in read_summary(out_dir).values() if k["type"] == "mysql")

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from deploy.local.stack import LocalStack
 from lab.chaos import checks
 from lab.chaos.faults import Context, Fault
 from lab.chaos.fleet import Fleet
@@ -26,6 +27,7 @@ from lab.reconcile import differences, lake_rows, source_rows, wait_until_equal
 from lakehouse.settings import Settings, load_settings
 from lakehouse.settings_env import side_by_side_env
 from loadgen.steady import SteadyChanges, SteadyClicks
+from pipeline.spark_session import build_session
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +42,6 @@ def chaos_stack(run_dir: Path, disk_mb: int = 4096, progress: Callable[[str], No
     The bounded tmpfs is what makes the disk-full fault safe. The stack is stopped and
     its data dropped at the end; so is the tmpfs.
     """
-    from deploy.local.stack import LocalStack
 
     # restart:kafka must lose nothing: the chaos stack's broker keeps its log in S3.
     env = {**os.environ, **side_by_side_env(run_dir, CHAOS_PORT_SHIFT), "LAKEHOUSE_KAFKA__STORAGE": "s3"}
@@ -108,7 +109,6 @@ def run_chaos(settings: Settings, env: dict[str, str], stack, faults: list[Fault
               settle_seconds: float = 10.0, recovery_timeout: float = 300.0,
               progress: Callable[[str], None] = print) -> ChaosReport:
     """Inject ``faults`` in order into the running ``stack``; the pipeline runs as `lakehouse run` processes."""
-    from pipeline.spark_session import build_session
 
     spark = build_session(settings, "lakehouse-chaos")
     fleet = Fleet(env, out_dir / "logs").start()

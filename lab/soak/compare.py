@@ -84,6 +84,7 @@ def compare_freshness(maintained: list[Sample], baseline: list[Sample], from_s: 
 
 def plot_pair(maintained: list[Sample], baseline: list[Sample], verdict: FreshnessComparison, path: Path) -> None:
     """freshness-pair.png: both runs' freshness p95 per window on one axis, the compared span shaded."""
+    # deferred: matplotlib (~0.5 s) only when the pair is drawn
     import matplotlib
 
     matplotlib.use("Agg")

@@ -27,6 +27,7 @@ def _window_cores(samples: list[Sample], attribute: str) -> list[float]:
 
 
 def plot_soak(samples: list[Sample], maintenance: bool, path: Path) -> None:
+    # deferred: matplotlib (~0.5 s) only when a plot is drawn
     import matplotlib
 
     matplotlib.use("Agg")

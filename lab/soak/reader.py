@@ -28,6 +28,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from lakehouse.settings import Settings
+from queries.duckdb_engine import DuckDBEngine
 
 #: Reader queries over a fixed volume (the last minute of events at a steady rate), so a change in their
 #: cost shows planning and file overhead - what maintenance controls - not a growing table.
@@ -56,8 +57,6 @@ class SoakReader:
     """DuckDB over the soak's tables, one thread, measuring each query's wall and CPU time."""
 
     def __init__(self, settings: Settings, runs: int = 3):
-        from queries.duckdb_engine import DuckDBEngine
-
         self.engine = DuckDBEngine(settings)
         self.engine.con.execute("SET threads = 1")
         self.runs = runs

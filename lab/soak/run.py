@@ -36,10 +36,20 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from confluent_kafka.admin import NewTopic
+
+from deploy.local.services.broker import admin_client
+from lab.bench.ingest import bench_settings
 from lab.bench.process_cpu import listening_pid, process_cpu_seconds, tree_cpu_seconds
+from lab.soak.reader import cost_in_fresh_process
 from lab.soak.samples import MAX_FILES_PER_PARTITION, Sample, write_samples
 from lab.soak.services import MaintenanceProbe, child_env, histogram_sums, maintenance_service
 from lakehouse.settings import Settings
+from pipeline.app import run_jobs
+from pipeline.clicks.job import ClickIngestJob
+from pipeline.kafka_source.planner import records_in_topic
+from pipeline.metrics import BATCH_PHASE_SECONDS, BATCH_SECONDS, E2E_LATENCY, window_quantile
+from pipeline.spark_session import build_session
 
 DRIFT_SPAN_S = 3600  # the goal compares the first hour with the last
 COMPACTION = ("compact", "merge")  # the maintenance actions that rewrite data files
@@ -133,16 +143,7 @@ def _window_activity(before: dict, after: dict, batches_before: dict, batches_af
 def run_soak(settings: Settings, rate: float, duration: float, every: float, out_dir: Path,
              latency_drift: float = 0.10, progress=print, maintenance: bool = True, spark=None) -> SoakResult:
     """Run the soak; ``spark``: an existing session to use (and leave running), else one of its own."""
-    from confluent_kafka.admin import NewTopic
 
-    from deploy.local.services.broker import admin_client
-    from lab.bench.ingest import bench_settings
-    from lab.soak.reader import cost_in_fresh_process
-    from pipeline.app import run_jobs
-    from pipeline.clicks.job import ClickIngestJob
-    from pipeline.kafka_source.planner import records_in_topic
-    from pipeline.metrics import BATCH_PHASE_SECONDS, BATCH_SECONDS, E2E_LATENCY, window_quantile
-    from pipeline.spark_session import build_session
 
     s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"), "soak")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -264,7 +265,7 @@ def _goals(r: SoakResult) -> list[str]:
 
 
 def _write(r: SoakResult) -> None:
-    from lab.soak.plot import plot_soak  # matplotlib, only once there is something to draw
+    from lab.soak.plot import plot_soak  # deferred: matplotlib (~0.5 s), only once there is something to draw
 
     write_samples(r.samples, r.out_dir / "soak.csv")
     plot_soak(r.samples, r.maintenance, r.out_dir / "soak.png")

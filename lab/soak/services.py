@@ -18,8 +18,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
+from deploy.local.processes import free_port
+from deploy.local.services.broker import Broker
 from lab.bench.process_cpu import tree_cpu_seconds
 from lakehouse.settings import Settings
+from lakehouse.settings_env import settings_env
+from pipeline.metrics import BATCHES, MAINTENANCE_SECONDS
 
 
 @dataclass
@@ -32,8 +38,6 @@ class MaintenanceProbe:
 
     def _families(self, name: str) -> list:
         """The service's metric families called ``name`` ([] for the baseline or while its JVM starts)."""
-        from prometheus_client.parser import text_string_to_metric_families
-
         if self.process is None:
             return []
         if self.process.poll() is not None:
@@ -48,8 +52,6 @@ class MaintenanceProbe:
 
     def seconds_so_far(self) -> dict[str, tuple[float, float]]:
         """(sum, count) of seconds per action so far ({} for the baseline or while its JVM starts)."""
-        from pipeline.metrics import MAINTENANCE_SECONDS
-
         return histogram_sums(self._families(MAINTENANCE_SECONDS.describe()[0].name))
 
     def wait_for_first_pass(self, timeout_s: float = 600.0) -> float:
@@ -59,7 +61,6 @@ class MaintenanceProbe:
         Spark JVM starting at nice 19 beside a busy writer on 2 cores (CI) took over two
         minutes to its first compaction, while the click table's small files passed the goal.
         """
-        from pipeline.metrics import BATCHES
 
         if self.process is None:
             return 0.0
@@ -87,7 +88,6 @@ def maintenance_service(settings: Settings, log_path: Path) -> Iterator[Maintena
     Its own Spark application, as in Kubernetes, so it runs at its lower CPU priority
     (``maintenance.nice``) and the writer's batches get the cores first.
     """
-    from deploy.local.processes import free_port
 
     s = settings.model_copy(deep=True)
     s.metrics.maintenance_port = free_port(s.metrics.host)
@@ -112,8 +112,6 @@ def private_broker(settings: Settings, log_path: Path) -> Iterator[Settings]:
     The stack's broker stores its log in S3 and slows down as partitions grow (docs/local-stack.md,
     "Broker durability"); an hour of load would measure the broker, not the tables.
     """
-    from deploy.local.processes import free_port
-    from deploy.local.services.broker import Broker
 
     port = free_port(settings.kafka.host)
     s = settings.model_copy(deep=True)
@@ -151,6 +149,4 @@ def histogram_sums(families) -> dict[str, tuple[float, float]]:
 
 def child_env(s: Settings) -> dict[str, str]:
     """The environment for a child of the soak (producer, maintenance): it resolves exactly ``s``."""
-    from lakehouse.settings_env import settings_env
-
     return {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")} | settings_env(s, with_secrets=True)

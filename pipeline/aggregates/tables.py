@@ -11,6 +11,7 @@ from __future__ import annotations
 from pyiceberg.schema import Schema
 from pyiceberg.types import BinaryType, DecimalType, IntegerType, LongType, NestedField, StringType, TimestamptzType
 
+from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from pipeline.pyiceberg_tables import ensure_table
 from pipeline.tables import COMMON_PROPERTIES, UPSERT_PROPERTIES
@@ -42,8 +43,6 @@ def member_activity_schema() -> Schema:
 
 def ensure_aggregate_tables(settings: Settings, catalog=None) -> None:
     """Create the result tables if missing; give existing ones the properties declared since."""
-    from lakehouse.catalog import pyiceberg_catalog
-
     catalog = catalog or pyiceberg_catalog(settings)
     cat = settings.catalog
     for table, schema in ((cat.product_views_table, product_views_schema()),

@@ -18,6 +18,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
+from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.pyiceberg_tables import ensure_table, newest_summary_with
@@ -49,8 +50,6 @@ def dimensions(settings: Settings) -> dict[str, Dimension]:
 
 def ensure_dimension_tables(settings: Settings, catalog=None) -> None:
     """Create the dimension tables if missing; give existing ones the properties declared since."""
-    from lakehouse.catalog import pyiceberg_catalog
-
     catalog = catalog or pyiceberg_catalog(settings)
     for dimension in dimensions(settings).values():
         ensure_table(catalog, dimension.table, dimension.schema, {**COMMON_PROPERTIES, **UPSERT_PROPERTIES})

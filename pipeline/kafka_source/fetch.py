@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from pipeline.kafka_source.ranges import OffsetRange, balance
 
@@ -39,8 +40,6 @@ class RangeReadError(RuntimeError):
 
 
 def _consumer(bootstrap: str, fetch_wait_ms: int):
-    from confluent_kafka import Consumer
-
     return Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": "lakehouse-fetch",  # assign() only: never joins, never commits
@@ -56,7 +55,6 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
                batch_rows: int = 20_000, timeout_s: float = 60.0, fetch_wait_ms: int = 2000
                ) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches holding exactly the records at offsets [start, end)."""
-    from confluent_kafka import KafkaError, TopicPartition
 
     if end <= start:
         return

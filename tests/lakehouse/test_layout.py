@@ -73,3 +73,20 @@ def test_product_commands_work_without_the_harness(args):
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip()
+
+
+def _function_level_imports(path: Path):
+    lines = (ROOT / path).read_text().splitlines()
+    for fn in ast.walk(ast.parse("\n".join(lines))):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    yield node.lineno, lines[max(fn.lineno, node.lineno - 6):node.lineno]
+
+
+def test_an_import_inside_a_function_says_what_it_defers():
+    """Outside the CLI (whose commands all import what they run, lakehouse/cli/__init__.py says why), an
+    import inside a function hides the real graph, so it is there only to defer something heavy, and says so."""
+    silent = [f"{path}:{line}" for path in _sources() if "cli" not in path.parts
+              for line, above in _function_level_imports(path) if not any("# deferred:" in x for x in above)]
+    assert not silent, "imports inside functions without a '# deferred: why' comment:\n" + "\n".join(silent)

@@ -55,6 +55,7 @@ class Metastore(Service):
         return {"LD_PRELOAD": str(self.shim)}
 
     def ready(self) -> bool:
+        # deferred: pyiceberg loads pyarrow: only for the readiness probe
         from pyiceberg.catalog.hive import HiveCatalog
 
         m = self.settings.metastore

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -41,7 +42,6 @@ class Postgres(Service):
         chown_for(self.data_dir, user)
         if (self.pgdata / "PG_VERSION").exists():
             return
-        import subprocess
 
         with tempfile.NamedTemporaryFile("w", dir=self.data_dir, delete=False) as pw:
             pw.write(secret(self.settings.postgres.password, "postgres.password"))
