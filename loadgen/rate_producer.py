@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 
 import typer
-from confluent_kafka import Producer
 
+from lakehouse import kafka_clients
 from lakehouse.settings import load_settings
 from loadgen.events import bad_payload, click_event, encode
 
@@ -41,9 +41,8 @@ def produce_at_rate(bootstrap: str, topic: str, rate: float, duration: float, ba
     rng = random.Random(seed)
     failures = []
     # Idempotent: a batch retried after a slow acknowledgement is not written twice.
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20,
-                         "batch.num.messages": 10_000,
-                         "queue.buffering.max.messages": 1_000_000, "log_level": 3})
+    producer = kafka_clients.producer(bootstrap, 20, {"batch.num.messages": 10_000,
+                                                      "queue.buffering.max.messages": 1_000_000})
 
     def on_delivery(err, _msg):
         if err is not None:

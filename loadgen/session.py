@@ -13,11 +13,11 @@ import random
 import time
 from functools import partial
 
-from confluent_kafka import Producer
 from prometheus_client import REGISTRY, start_http_server
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from lakehouse import kafka_clients
 from lakehouse.settings import Settings, load_settings
 from loadgen.events import bad_payload, click_event, encode
 from loadgen.pacing import Pacer
@@ -68,11 +68,8 @@ def init(environment) -> None:
     _state.update(settings=s, environment=environment, rng=random.Random(), pacer=Pacer(_profile(environment)),
                   new_fields=tuple(NewField.parse(f) for f in opts.new_field), rollout=Rollout.parse(opts.rollout),
                   duration=float(opts.run_time or 60), started=time.monotonic())
-    _state["producer"] = Producer({
-        "bootstrap.servers": s.kafka.bootstrap, "enable.idempotence": True,  # retries never write twice
-        "linger.ms": 10, "batch.num.messages": 10_000,
-        "queue.buffering.max.messages": 500_000, "log_level": 3,
-    })
+    _state["producer"] = kafka_clients.producer(s.kafka.bootstrap, 10, {
+        "batch.num.messages": 10_000, "queue.buffering.max.messages": 500_000})
     if not isinstance(environment.runner, WorkerRunner) and "metrics" not in _state:
         REGISTRY.register(LocustStatsCollector(environment))
         try:

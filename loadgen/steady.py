@@ -15,6 +15,7 @@ import time
 
 from confluent_kafka import KafkaError, Producer
 
+from lakehouse import kafka_clients
 from lakehouse.settings import Settings
 from loadgen.db_changes import ShopChanges
 from loadgen.events import bad_payload, click_event, encode
@@ -39,8 +40,8 @@ class SteadyClicks:
         self._thread = threading.Thread(target=self._run, name="steady-clicks", daemon=True)
 
     def _new_producer(self) -> Producer:
-        return Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": self.linger_ms,
-                         "message.timeout.ms": 300_000, "log_level": 0})
+        return kafka_clients.producer(self.bootstrap, self.linger_ms, {"message.timeout.ms": 300_000},
+                                      log_level=kafka_clients.SILENT)
 
     def start(self) -> SteadyClicks:
         self._thread.start()

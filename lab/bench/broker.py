@@ -12,11 +12,12 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka.admin import NewTopic
 
 from deploy.local.binaries import tool
 from deploy.local.processes import free_port
+from lakehouse import kafka_clients
 from lakehouse.settings import LOOPBACK, Settings
 
 
@@ -30,12 +31,13 @@ class BrokerFigures:
 
 def measure(bootstrap: str, engine: str, messages: int, partitions: int = 3) -> BrokerFigures:
     topic = f"broker-bench-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = kafka_clients.admin(bootstrap, log_level=kafka_clients.SILENT)
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
     payload = b'{"webpageId":42,"uid":"513248","productId":"7","cookieId":"abcdefghijklmno","expendTime":9,' \
               b'"updateTime":1700000000000,"eventId":"0123456789abcdef0123456789abcdef","pad":"' + b"x" * 40 + b'"}'
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 10_000,
-                         "queue.buffering.max.messages": 1_000_000, "log_level": 0})
+    producer = kafka_clients.producer(bootstrap, 5, {"batch.num.messages": 10_000,
+                                                     "queue.buffering.max.messages": 1_000_000},
+                                      log_level=kafka_clients.SILENT)
     began = time.monotonic()
     for _ in range(messages):
         try:
@@ -45,8 +47,7 @@ def measure(bootstrap: str, engine: str, messages: int, partitions: int = 3) -> 
             producer.produce(topic, payload)
     producer.flush(120)
     produce_s = time.monotonic() - began
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.partition.eof": True,
-                         "enable.auto.commit": False, "log_level": 0})
+    consumer = kafka_clients.reader(bootstrap, "bench", log_level=kafka_clients.SILENT)
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got, eof, began = 0, set(), time.monotonic()
     while len(eof) < partitions and time.monotonic() - began < 120:
@@ -87,8 +88,7 @@ class TailFetch:
 
 def tail_fetch_seconds(bootstrap: str, topic: str, offset: int, timeout: float = 60.0) -> float:
     """Seconds until a fresh consumer's fetch at ``offset`` returns a record (``timeout`` if none)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                         "log_level": 0})
+    consumer = kafka_clients.reader(bootstrap, "bench", log_level=kafka_clients.SILENT)
     began = time.monotonic()
     try:
         consumer.assign([TopicPartition(topic, 0, offset)])
@@ -111,10 +111,9 @@ def fetch_cost_by_size(bootstrap: str, checkpoints: tuple[int, ...] = (500, 1000
     (fewer, larger batches) and the planner's ListOffsets fallback are for.
     """
     topic = f"broker-growth-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})  # kept alive until the topic exists
+    admin = kafka_clients.admin(bootstrap, log_level=kafka_clients.SILENT)  # kept alive until the topic exists
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000, "batch.num.messages": per_batch,
-                         "log_level": 0})
+    producer = kafka_clients.producer(bootstrap, 1000, {"batch.num.messages": per_batch}, log_level=kafka_clients.SILENT)
     figures, stored = [], 0
     for target in sorted(checkpoints):
         while stored < target:  # one flushed batch of `per_batch` records at a time

@@ -15,10 +15,10 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from deploy.local.services.broker import admin_client
+from lakehouse import kafka_clients
 from lakehouse.settings import Settings
 from loadgen.events import bad_payload, click_event, encode
 from pipeline.clicks.job import ClickIngestJob
@@ -48,7 +48,7 @@ def run(settings: Settings, batch_events: int = 10_000, usual: int = 3, after: i
     s.catalog.dead_letter_table = f"bench.dead_letter_evolution_{suffix}"
     admin = admin_client(s)
     admin.create_topics([NewTopic(s.kafka.clicks_topic, s.kafka.clicks_partitions, 1)])[s.kafka.clicks_topic].result()
-    producer = Producer({"bootstrap.servers": s.kafka.bootstrap, "linger.ms": 20, "log_level": 3})
+    producer = kafka_clients.producer(s.kafka.bootstrap, 20)
     rng = random.Random(17)
 
     def batch(**fields) -> float:

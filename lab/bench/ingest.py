@@ -19,12 +19,13 @@ from typing import cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import NewTopic
 from prometheus_client import REGISTRY
 
 from deploy.local.services.broker import admin_client
 from lab.bench.freshness import clicks as clicks_freshness
+from lakehouse import kafka_clients
 from lakehouse.settings import Settings
 from loadgen.rate_producer import produce_at_rate
 from pipeline.clicks.job import ClickIngestJob
@@ -64,8 +65,7 @@ def bench_settings(settings: Settings, tag: str, kind: str = "bench") -> Setting
 
 def raw_ceiling(settings: Settings, topic: str, partitions: int, out_dir: Path) -> float:
     """Events/s to consume the topic from the start and write Parquet, without Spark."""
-    consumer = Consumer({"bootstrap.servers": settings.kafka.bootstrap, "group.id": "bench-raw",
-                         "enable.partition.eof": True, "enable.auto.commit": False, "log_level": 3})
+    consumer = kafka_clients.reader(settings.kafka.bootstrap, "bench-raw")
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     began, n, chunk = time.monotonic(), 0, []
     eof: set[int] = set()

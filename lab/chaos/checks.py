@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from decimal import Decimal
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from deploy.local.services.mariadb import connect as mariadb_connect
+from lakehouse import kafka_clients
 from lakehouse.settings import Settings
 from pipeline.kafka_source.offsets import committed_offsets
 
@@ -25,8 +25,7 @@ HEARTBEAT_ID = "chaos-heartbeat"
 
 def end_offsets(s: Settings, topic: str) -> dict[int, int]:
     """The topic's high watermark per partition, straight from the broker."""
-    consumer = Consumer({"bootstrap.servers": s.kafka.bootstrap, "group.id": f"chaos-{uuid.uuid4().hex[:6]}",
-                         "log_level": 0})
+    consumer = kafka_clients.reader(s.kafka.bootstrap, "chaos-checks", log_level=kafka_clients.SILENT)
     try:
         meta = consumer.list_topics(topic, timeout=10)
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]

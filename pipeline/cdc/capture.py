@@ -24,7 +24,7 @@ import time
 from typing import cast
 
 import pymysql
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from prometheus_client import Counter, Gauge
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
@@ -37,6 +37,7 @@ from pymysqlreplication.event import (
 )
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from lakehouse import kafka_clients
 from lakehouse.settings import Settings, secret
 from pipeline.cdc import envelope as env
 
@@ -75,8 +76,7 @@ def connect(settings: Settings, **extra):
 
 def read_checkpoint(settings: Settings) -> dict | None:
     """The last durable position, read back from the tail of the position topic."""
-    consumer = Consumer({"bootstrap.servers": settings.kafka.bootstrap, "group.id": "lakehouse-cdc-position",
-                         "enable.partition.eof": True, "enable.auto.commit": False, "log_level": 3})
+    consumer = kafka_clients.reader(settings.kafka.bootstrap, "cdc-position")
     try:
         tp = TopicPartition(settings.cdc_position_topic, 0)
         try:
@@ -121,8 +121,7 @@ class Capture:
             self.keys = {t: self._primary_key(cur, t) for t in self.tables}
 
     def _new_producer(self) -> Producer:
-        return Producer({"bootstrap.servers": self.settings.kafka.bootstrap, "enable.idempotence": True,
-                         "linger.ms": self.settings.kafka.producer_linger_ms, "log_level": 3})
+        return kafka_clients.producer(self.settings.kafka.bootstrap, self.settings.kafka.producer_linger_ms)
 
     def _primary_key(self, cur, table: str) -> list[str]:
         cur.execute("SELECT column_name FROM information_schema.key_column_usage WHERE table_schema=%s "

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
+from lakehouse import kafka_clients
 from pipeline.kafka_source.ranges import OffsetRange, balance
 
 if TYPE_CHECKING:
@@ -40,15 +41,7 @@ class RangeReadError(RuntimeError):
 
 
 def _consumer(bootstrap: str, fetch_wait_ms: int):
-    return Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": "lakehouse-fetch",  # assign() only: never joins, never commits
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "error",
-        "fetch.wait.max.ms": fetch_wait_ms,  # see kafka.fetch_wait_max_ms
-        "log_level": 3,
-    })
+    return kafka_clients.reader(bootstrap, "fetch", {"fetch.wait.max.ms": fetch_wait_ms})  # see kafka.fetch_wait_max_ms
 
 
 def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient
 
+from lakehouse import kafka_clients
 from lakehouse.errors import FatalError
 from pipeline import metrics
 from pipeline.kafka_source.offsets import in_current_log
@@ -55,7 +55,7 @@ class Planner:
         self._last_high: dict[tuple[str, int], int] = {}
         self.topic_ids: dict[str, str] = {}  # as of the last plan: what a commit of its ranges records
         self._bootstrap, self._fetch_wait_ms = bootstrap, fetch_wait_ms
-        self._admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+        self._admin = kafka_clients.admin(bootstrap)
 
     @classmethod
     def from_settings(cls, settings: Settings, topics: list[str]) -> Planner:
@@ -85,15 +85,9 @@ class Planner:
         return out
 
     def _probe_consumer(self) -> Consumer:
-        return Consumer({
-            "bootstrap.servers": self._bootstrap,
-            "group.id": "lakehouse-planner",  # never joined: assign() only, nothing committed
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "error",
+        return kafka_clients.reader(self._bootstrap, "planner", {
             "fetch.wait.max.ms": self._fetch_wait_ms,  # the probe's record exists: real Kafka answers at once
             "max.partition.fetch.bytes": 65536,
-            "log_level": 3,
         })
 
     def watermarks(self, starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], Watermarks]:

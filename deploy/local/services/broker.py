@@ -12,11 +12,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from deploy.local.binaries import tool
 from deploy.local.services.base import Service
+from lakehouse import kafka_clients
 from lakehouse.settings import Settings, secret
 
 
 def admin_client(settings: Settings) -> AdminClient:
-    return AdminClient({"bootstrap.servers": settings.kafka.bootstrap, "socket.timeout.ms": 5000, "log_level": 0})
+    return kafka_clients.admin(settings.kafka.bootstrap, {"socket.timeout.ms": 5000}, log_level=kafka_clients.SILENT)
 
 
 class Broker(Service):
