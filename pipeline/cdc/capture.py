@@ -38,6 +38,7 @@ from pymysqlreplication.event import (
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from lakehouse import kafka_clients
+from lakehouse.errors import FatalError, TransientError
 from lakehouse.settings import Settings, secret
 from pipeline.cdc import envelope as env
 
@@ -49,22 +50,22 @@ POSITION = Gauge("lakehouse_cdc_binlog_position_bytes", "Binlog position of the 
 CHECKPOINTS = Counter("lakehouse_cdc_checkpoints_total", "Source positions made durable.")
 
 
-class SchemaChangeError(RuntimeError):
+class SchemaChangeError(FatalError):
     """DDL on a captured table that the capture cannot follow safely."""
 
 
-class BrokerUnacknowledged(RuntimeError):
+class BrokerUnacknowledged(TransientError):
     """Kafka did not confirm published changes in time (the broker is down or restarting)."""
 
 
-class PositionUnreadable(RuntimeError):
+class PositionUnreadable(TransientError):
     """The position topic has checkpoints but the broker did not hand them over in time."""
 
 
 # Faults the capture outlives by resuming from its last checkpoint: the source or the
 # broker restarting. Anything else (a schema change, bad credentials) stops it.
-TRANSIENT = (pymysql.err.OperationalError, pymysql.err.InterfaceError, KafkaException, BrokerUnacknowledged,
-             PositionUnreadable, ConnectionError)
+TRANSIENT = (pymysql.err.OperationalError, pymysql.err.InterfaceError, KafkaException, TransientError,
+             ConnectionError)
 
 
 def connect(settings: Settings, **extra):

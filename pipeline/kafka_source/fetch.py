@@ -19,6 +19,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, TopicPartition
 
 from lakehouse import kafka_clients
+from lakehouse.errors import TransientError
 from pipeline.kafka_source.ranges import OffsetRange, balance
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ RAW_SCHEMA = pa.schema([
 
 
 
-class RangeReadError(RuntimeError):
+class RangeReadError(TransientError):
     """A planned range could not be read completely within the time limit."""
 
 
