@@ -90,3 +90,34 @@ def test_an_import_inside_a_function_says_what_it_defers():
     silent = [f"{path}:{line}" for path in _sources() if "cli" not in path.parts
               for line, above in _function_level_imports(path) if not any("# deferred:" in x for x in above)]
     assert not silent, "imports inside functions without a '# deferred: why' comment:\n" + "\n".join(silent)
+
+
+def test_no_two_modules_import_each_other_even_through_others():
+    """Module-level imports form no cycle (a cycle works only while nobody reorders the imports)."""
+    modules = {".".join(p.with_suffix("").parts).removesuffix(".__init__"): p for p in _sources()}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        for node in ast.parse((ROOT / path).read_text()).body:
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            graph[module] |= {n for n in names if n in modules and n != module}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                cycles.append([*trail[trail.index(target):], target])
+            elif target not in state:
+                visit(target, [*trail, target])
+        state[module] = 2
+
+    for module in sorted(modules):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
