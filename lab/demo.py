@@ -33,7 +33,7 @@ from lab.bench.ingest import warm_up
 from lab.report import PrometheusError, write_report
 from lab.system_jobs import RunningSystem
 from lakehouse.catalog import pyiceberg_catalog
-from lakehouse.settings import REPO_ROOT, Settings
+from lakehouse.settings import Settings, results_path
 from loadgen.db_changes import STORY_PRODUCT_ID
 from loadgen.run import command, expected_events, read_result
 from pipeline.clicks.evolving_batch import HISTORY_PROPERTY
@@ -98,7 +98,7 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
         for _ in range(2):  # the first batch may evolve the table (written by the driver): the second is Spark's
             warm_up(jobs.clicks, settings, events=200, extra={"deviceType": "ios"})
     start_offsets, topic_start, since_ms = jobs.committed(), jobs.produced(), int(time.time() * 1000)
-    report_dir = REPO_ROOT / "results" / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    report_dir = results_path("demo")
     report_dir.mkdir(parents=True, exist_ok=True)
     locust = subprocess.Popen(command(rate, duration, "constant", bad_share, 4, 1, change_rate, report_dir,
                                       new_fields=(NEW_FIELD,), rollout=ROLLOUT),

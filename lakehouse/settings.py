@@ -13,6 +13,8 @@ from there unless the environment already provides them.
 from __future__ import annotations
 
 import json
+import os
+import time
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -22,7 +24,21 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from lakehouse.job_settings import MaintenanceSettings, PipelineSettings
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+
+def _project_dir() -> Path:
+    """Where the project's working folders live: .run, .tools, results/, docs/.
+
+    A checkout, or an editable install of one, is found from this file's location. An
+    installed copy (in site-packages) has no project around it: it uses
+    LAKEHOUSE_PROJECT_DIR, or else the current directory, as someone running it expects.
+    """
+    if configured := os.environ.get("LAKEHOUSE_PROJECT_DIR"):
+        return Path(configured).expanduser().resolve()
+    source = Path(__file__).resolve().parent.parent
+    return source if (source / "pyproject.toml").is_file() else Path.cwd()
+
+
+REPO_ROOT = _project_dir()
 LOOPBACK = "127.0.0.1"
 CREDENTIALS_FILE = "credentials.json"
 
@@ -353,3 +369,8 @@ def secret(value: SecretStr | None, name: str) -> str:
             f"or set LAKEHOUSE_{name.upper().replace('.', '__')}"
         )
     return value.get_secret_value()
+
+
+def results_path(kind: str, suffix: str = "") -> Path:
+    """A new, timestamped place under results/ for one run's output (``results/<kind>-<time><suffix>``)."""
+    return REPO_ROOT / "results" / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}{suffix}"

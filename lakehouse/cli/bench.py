@@ -11,7 +11,7 @@ from rich.table import Table
 
 from lakehouse.cli import bench_soak
 from lakehouse.cli.common import console, friendly_errors, print_figures, run_report, stack_settings_or_exit
-from lakehouse.settings import REPO_ROOT
+from lakehouse.settings import REPO_ROOT, results_path
 
 #: what the click benchmarks read and write: topics, tables, the catalog
 CLICK_STACK = ("kafka", "s3", "metastore")
@@ -32,7 +32,7 @@ def ingest(
     from pipeline.metrics import serve
 
     settings = stack_settings_or_exit(*CLICK_STACK)
-    out = REPO_ROOT / "results" / f"bench-ingest-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = results_path("bench-ingest")
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     with friendly_errors():
@@ -74,7 +74,7 @@ def headroom(
     from pipeline.metrics import serve
 
     settings = stack_settings_or_exit(*CLICK_STACK)
-    out = REPO_ROOT / "results" / f"bench-headroom-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = results_path("bench-headroom")
     out.mkdir(parents=True, exist_ok=True)
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)
@@ -126,7 +126,7 @@ def standard(
     from pipeline.metrics import serve
 
     settings = stack_settings_or_exit(*CLICK_STACK, "mariadb")
-    out = REPO_ROOT / "results" / f"bench-standard-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = results_path("bench-standard")
     out.mkdir(parents=True, exist_ok=True)
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)
@@ -153,7 +153,7 @@ def load(
     from loadgen.run import run
 
     settings = stack_settings_or_exit("kafka", "s3")
-    out = REPO_ROOT / "results" / f"bench-load-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = results_path("bench-load")
     began = time.monotonic()
     table = Table(title=f"load generator capacity ({seconds:.0f}s trials)")
     for col in ("workers", "target/s", "achieved/s", "reached", "p50 ms", "p99 ms"):
@@ -196,7 +196,7 @@ def cdc(
         ("apply freshness p50 (s)", f"{result.freshness_p50_s:.2f}"),
         ("apply freshness p95 (s)", f"{result.freshness_p95_s:.2f}"),
     ])
-    run_report(settings, REPO_ROOT / "results" / f"bench-cdc-{time.strftime('%Y%m%d-%H%M%S')}",
+    run_report(settings, results_path("bench-cdc"),
             time.monotonic() - began)
 
 
@@ -218,7 +218,7 @@ def system(
     from pipeline.metrics import serve
 
     settings = stack_settings_or_exit(*SYSTEM_STACK)
-    out = REPO_ROOT / "results" / f"bench-system-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = results_path("bench-system")
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     with friendly_errors():
@@ -265,7 +265,7 @@ def query(
     settings = stack_settings_or_exit(*CLICK_STACK)
     with friendly_errors():
         result = run(settings, rows, runs, progress=console.log)
-    out = REPO_ROOT / "results" / f"bench-query-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out = results_path("bench-query", ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result.as_dict(), indent=2))
     command = f"bench query --rows {rows}"
@@ -298,7 +298,7 @@ def evolution(
     settings = stack_settings_or_exit(*CLICK_STACK)
     with friendly_errors():
         result = run(settings, batch_events, progress=console.log)
-    out = REPO_ROOT / "results" / f"bench-evolution-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out = results_path("bench-evolution", ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result.as_dict(), indent=2))
     command = f"bench evolution --batch-events {batch_events}"

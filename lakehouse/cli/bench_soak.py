@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from lakehouse.cli.common import console, friendly_errors, print_figures, run_report, stack_settings_or_exit
-from lakehouse.settings import REPO_ROOT
+from lakehouse.settings import results_path
 
 
 def soak(
@@ -80,7 +80,7 @@ def _soak_once(settings, rate: float, seconds: float, interval: float, drift: fl
     from lab.soak.services import private_broker
     from pipeline.metrics import serve
 
-    out = REPO_ROOT / "results" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = results_path("soak")
     began = time.monotonic()
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)

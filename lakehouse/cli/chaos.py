@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +10,7 @@ import typer
 from rich.table import Table
 
 from lakehouse.cli.common import console, friendly_errors, settings_or_exit
-from lakehouse.settings import REPO_ROOT
+from lakehouse.settings import REPO_ROOT, results_path
 
 
 def _interrupt(_signum, _frame) -> None:
@@ -58,7 +57,7 @@ def chaos(
                                  param_hint="--faults")
     settings_or_exit()
     signal.signal(signal.SIGTERM, _interrupt)  # a stopped run still stops its stack and processes
-    out = out or REPO_ROOT / "results" / f"chaos-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = out or results_path("chaos")
     out.mkdir(parents=True, exist_ok=True)
     with friendly_errors(), chaos_stack(REPO_ROOT / ".run-chaos", disk_mb, progress=console.log) as (s, env, stack):
         report = run_chaos(s, env, stack, [known[k] for k in keys], out, rate, change_rate, outage, settle,

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from typing import Annotated
 
 import typer
 
 from lakehouse.cli.common import console, friendly_errors
-from lakehouse.settings import REPO_ROOT
+from lakehouse.settings import results_path
 
 
 def load(
@@ -43,7 +42,7 @@ def load(
         Rollout.parse(rollout)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    out = REPO_ROOT / "results" / f"load-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = results_path("load")
     with friendly_errors():
         seconds = parse_duration(duration)
         with console.status(f"Locust: {rate:,.0f} events/s ({shape}) for {seconds:.0f}s..."):

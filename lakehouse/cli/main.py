@@ -103,19 +103,18 @@ def report(
     out: Annotated[str | None, typer.Option(help="Output folder (default results/report-<time>).")] = None,
 ) -> None:
     """HTML page + PNG plots from Prometheus: latency quantiles, freshness, produced vs committed, lag."""
-    import time as _time
     from pathlib import Path
 
     from lab.report import PrometheusError, write_report
     from lakehouse.cli.common import console, settings_or_exit
-    from lakehouse.settings import REPO_ROOT
+    from lakehouse.settings import results_path
     from loadgen.run import parse_duration
 
     try:
         seconds = parse_duration(since)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--since") from None
-    folder = Path(out) if out else REPO_ROOT / "results" / f"report-{_time.strftime('%Y%m%d-%H%M%S')}"
+    folder = Path(out) if out else results_path("report")
     try:
         with console.status(f"reading {since} of metrics from Prometheus and plotting..."):
             page = write_report(settings_or_exit(), folder, seconds)
