@@ -216,13 +216,16 @@ class CatalogSettings(BaseModel):
     member_activity_table: str = "ads.member_level_activity"
     daily_users_table: str = "ads.user_behavior_daily"
 
-    @field_validator("clicks_table", "dead_letter_table", "products_table", "members_table",
-                     "product_views_table", "member_activity_table", "daily_users_table")
+    @field_validator("*")
     @classmethod
-    def _qualified(cls, value: str) -> str:
-        if value.count(".") != 1:
+    def _qualified(cls, value: str, info) -> str:
+        if info.field_name.endswith("_table") and value.count(".") != 1:
             raise ValueError(f"table name {value!r} must be 'namespace.table'")
         return value
+
+    def tables(self) -> dict[str, str]:
+        """Every table of the lake by its role (``clicks``, ``products``, ...): each ``<role>_table`` field."""
+        return {name.removesuffix("_table"): value for name, value in self if name.endswith("_table")}
 
 
 class MetricsSettings(BaseModel):

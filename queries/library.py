@@ -26,14 +26,8 @@ class Query:
 
 
 def table_roles(settings: Settings) -> dict[str, str]:
-    """Placeholder name -> configured ``namespace.table``."""
-    cat = settings.catalog
-    return {
-        "clicks": cat.clicks_table, "dead_letter": cat.dead_letter_table,
-        "products": cat.products_table, "members": cat.members_table,
-        "product_views": cat.product_views_table, "member_activity": cat.member_activity_table,
-        "daily_users": cat.daily_users_table,
-    }
+    """Placeholder name -> configured ``namespace.table`` (the settings' table roles)."""
+    return settings.catalog.tables()
 
 
 def load(name: str) -> Query:

@@ -24,10 +24,9 @@ FIRST_ORPHAN_SCAN_PASSES = 5
 
 
 def managed_tables(settings: Settings) -> list[str]:
+    """Every table of the lake, as Spark names them (a table added to the settings is maintained too)."""
     c = settings.catalog
-    names = (c.clicks_table, c.dead_letter_table, c.products_table, c.members_table,
-             c.product_views_table, c.member_activity_table, c.daily_users_table)
-    return [f"{c.name}.{t}" for t in names]
+    return [f"{c.name}.{t}" for t in c.tables().values()]
 
 
 @dataclass
