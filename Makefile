@@ -109,7 +109,7 @@ bench-cdc: install ## CDC benchmark: changes/s and apply freshness (CDC_RATE=cha
 # ---------------------------------------------------------------- Kubernetes (kind)
 KIND_CLUSTER := lakehouse
 NS := lakehouse
-IMAGE := lakehouse:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE_NAME := lakehouse
 STRIMZI_VERSION := 1.2.0
 SPARK_OPERATOR_VERSION := 2.5.2
 KUBECTL := kubectl --context kind-$(KIND_CLUSTER)
@@ -124,7 +124,7 @@ k8s-crds: ## Download the pinned CRDs (Strimzi, spark-operator, prometheus-opera
 	@bash deploy/k8s/fetch_crds.sh .tools/k8s-crds $(STRIMZI_VERSION) $(SPARK_OPERATOR_VERSION)
 
 up: $(STAMP) ## kind cluster + operators + image + the lakehouse, in order; prints how to reach the UIs
-	@bash deploy/k8s/up.sh $(KIND_CLUSTER) $(NS) $(IMAGE) $(STRIMZI_VERSION) $(SPARK_OPERATOR_VERSION)
+	@bash deploy/k8s/up.sh $(KIND_CLUSTER) $(NS) $(IMAGE_NAME) $(STRIMZI_VERSION) $(SPARK_OPERATOR_VERSION)
 
 down: ## Delete the kind cluster (and everything in it)
 	@command -v kind >/dev/null || { echo "error: kind not found (https://kind.sigs.k8s.io)"; exit 1; }

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # `make up`: the lakehouse on a kind cluster, step by step, each step idempotent.
-# Usage: up.sh CLUSTER NAMESPACE IMAGE STRIMZI_VERSION SPARK_OPERATOR_VERSION
+# Usage: up.sh CLUSTER NAMESPACE IMAGE_NAME STRIMZI_VERSION SPARK_OPERATOR_VERSION
 # DRY_RUN=1 prints every command that changes the cluster or the image, in order, and runs none
 # (`make up DRY_RUN=1`; tests/deploy/k8s/test_up_order.py reads that order).
 set -euo pipefail
-cluster=$1 ns=$2 image=$3 strimzi=$4 spark_operator=$5
+cluster=$1 ns=$2 image_name=$3 strimzi=$4 spark_operator=$5
 cd "$(dirname "$0")/../.."
+# The image is tagged by its content (every file the Dockerfile copies): after a change, a new tag
+# makes kind hold the new image and every workload roll; the same tree gives the same tag.
+tag=$(find deploy/Dockerfile requirements.lock pyproject.toml README.md lakehouse pipeline loadgen queries deploy \
+        -type f -not -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)
+image="$image_name:$tag"
 kubectl=(kubectl --context "kind-$cluster")
 step() { printf '\n==> %s\n' "$*"; }
 run() { if [ "${DRY_RUN:-}" = 1 ]; then printf '+ %s\n' "$*" >&2; else "$@"; fi; }
@@ -59,8 +64,15 @@ run kind load docker-image "$image" --name "$cluster"
 step "credentials (k8s/overlays/kind/credentials.env, 0600, never committed)"
 run .venv/bin/python -m deploy.k8s.secrets
 
-step "namespace and storage"
-run "${kubectl[@]}" apply --server-side -k k8s/overlays/kind --force-conflicts >/dev/null
+step "namespace and storage (the kind overlay with image $image)"
+# A kustomization of its own names the content tag, so the committed overlay never changes with it.
+overlay=.run/k8s-up
+mkdir -p "$overlay"
+printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../k8s/overlays/kind]\n%s\n' \
+  "images: [{name: $image_name, newName: $image_name, newTag: \"$tag\"}]" > "$overlay/kustomization.yaml"
+# A Job's pod template cannot change once created: the bucket Job of an earlier image goes first (it is idempotent).
+run "${kubectl[@]}" -n "$ns" delete job create-bucket --ignore-not-found
+run "${kubectl[@]}" apply --server-side -k "$overlay" --force-conflicts >/dev/null
 wait_for() { # kind selector-or-name timeout
   echo "waiting for $1 $2"; run "${kubectl[@]}" -n "$ns" wait --for=condition="$4" "$1" $2 --timeout="$3"; }
 run "${kubectl[@]}" -n "$ns" rollout status statefulset/minio --timeout=300s
@@ -84,6 +96,32 @@ for app in pipeline; do
   run "${kubectl[@]}" -n "$ns" wait --for=jsonpath='{.status.applicationState.state}'=RUNNING \
     "sparkapplication/$app" --timeout=600s
 done
+
+step "end to end: a bounded load through Locust, then Trino must count every event"
+end_to_end() {
+  local count_sql="SELECT count(*) FROM iceberg.ods_behavior.clickevent" before after delivered began
+  count() { "${kubectl[@]}" -n "$ns" exec deploy/trino-coordinator -- trino --output-format TSV --execute "$count_sql"; }
+  before=$(count) || { echo "error: Trino cannot count the click table (kubectl -n $ns logs deploy/trino-coordinator)" >&2; return 1; }
+  delivered=$("${kubectl[@]}" -n "$ns" exec deploy/locust-master -- python -m loadgen.swarm --rate 200 --duration 30s \
+                --bad-share 0 | tee /dev/stderr | sed -n 's/^delivered \([0-9,]*\) events.*/\1/p' | tr -d ,)
+  [ "${delivered:-0}" -gt 0 ] || { echo "error: Locust delivered no events (kubectl -n $ns logs deploy/locust-master)" >&2; return 1; }
+  began=$SECONDS
+  while after=$(count) && [ $((after - before)) -lt "$delivered" ]; do
+    if [ $((SECONDS - began)) -gt 300 ]; then
+      echo "error: Trino counts $((after - before)) of the $delivered events 300 s after the load" \
+           "(kubectl -n $ns logs -l spark-role=driver)" >&2
+      return 1
+    fi
+    sleep 5
+  done
+  echo "end to end: Trino counted all $delivered events $((SECONDS - began)) s after the load ended"
+}
+if [ "${DRY_RUN:-}" = 1 ]; then
+  run "${kubectl[@]}" -n "$ns" exec deploy/locust-master -- python -m loadgen.swarm --rate 200 --duration 30s --bad-share 0
+  run "${kubectl[@]}" -n "$ns" exec deploy/trino-coordinator -- trino --execute "SELECT count(*) FROM iceberg.ods_behavior.clickevent"
+else
+  end_to_end
+fi
 
 cat <<MSG
 

@@ -9,6 +9,8 @@ current kind (the dimension apply and the live aggregates became Deployments).
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 
 import pytest
@@ -20,13 +22,17 @@ from lakehouse.settings import REPO_ROOT
 NS = "lakehouse"
 
 
-@pytest.fixture(scope="module")
-def steps() -> list[str]:
-    done = subprocess.run(["bash", "deploy/k8s/up.sh", "kind-test", NS, "lakehouse:test", "1.2.0", "2.5.2"],
+def _dry_run() -> list[str]:
+    done = subprocess.run(["bash", "deploy/k8s/up.sh", "kind-test", NS, "lakehouse", "1.2.0", "2.5.2"],
                           cwd=REPO_ROOT, env={**os.environ, "DRY_RUN": "1"}, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
     return [line[2:] for line in done.stderr.splitlines() if line.startswith("+ ")]
+
+
+@pytest.fixture(scope="module")
+def steps() -> list[str]:
+    return _dry_run()
 
 
 def _first(steps: list[str], *words: str) -> int:
@@ -50,7 +56,49 @@ def test_strimzi_gives_its_pods_the_restricted_security_context(steps):
 
 def test_the_image_is_built_and_loaded_before_anything_runs_it(steps):
     build, load = _first(steps, "docker build"), _first(steps, "kind load docker-image")
-    assert build < load < _first(steps, "apply --server-side -k k8s/overlays/kind")
+    assert build < load < _first(steps, "apply --server-side -k")
+
+
+def _containers(doc: dict) -> list[dict]:
+    spec = doc.get("spec", {})
+    pod = spec.get("jobTemplate", {}).get("spec", {}).get("template", {}) or spec.get("template", {})
+    return pod.get("spec", {}).get("containers", []) + pod.get("spec", {}).get("initContainers", [])
+
+
+def test_the_image_is_tagged_by_its_content_and_every_workload_runs_that_tag(steps, tmp_path):
+    apply = steps[_first(steps, "apply --server-side -k")]
+    overlay = apply.split(" -k ")[1].split()[0]
+    kustomization = (REPO_ROOT / overlay / "kustomization.yaml").read_text()
+    tag = re.search(r'newTag: "([0-9a-f]{12})"', kustomization).group(1)
+    assert f"docker build -f deploy/Dockerfile -t lakehouse:{tag} ." in steps
+    assert _dry_run()[_first(steps, "apply --server-side -k")] == apply, "the same tree must give the same tag"
+    # rendered as kubectl renders it, on a copy with throwaway credentials
+    shutil.copytree(REPO_ROOT / "k8s", tmp_path / "k8s", ignore=shutil.ignore_patterns("credentials.env"))
+    validate.ensure_credentials_env(tmp_path / "k8s/overlays/kind/credentials.env")
+    (tmp_path / overlay).mkdir(parents=True)
+    (tmp_path / overlay / "kustomization.yaml").write_text(kustomization)
+    rendered = subprocess.run(["kubectl", "kustomize", str(tmp_path / overlay)], capture_output=True, text=True,
+                              check=True).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    ours = [c["image"] for d in docs for c in _containers(d) if c["image"].startswith("lakehouse")]
+    ours += [d["spec"]["image"] for d in docs if d["kind"] == "SparkApplication"]
+    ours += [d["spec"]["template"]["image"] for d in docs if d["kind"] == "ScheduledSparkApplication"]
+    assert len(ours) >= 8 and set(ours) == {f"lakehouse:{tag}"}
+    # a Job's template is immutable: the bucket Job of an earlier tag is deleted before the apply
+    assert _first(steps, "delete job create-bucket") < _first(steps, "apply --server-side -k")
+
+
+def test_make_up_ends_with_an_end_to_end_check_through_locust_and_trino(steps):
+    load = _first(steps, "exec deploy/locust-master", "loadgen.swarm", "--bad-share 0")
+    count = _first(steps, "exec deploy/trino-coordinator", "count(*)", "ods_behavior.clickevent")
+    assert _first(steps, "sparkapplication/pipeline") < load < count
+
+
+def test_trino_is_ready_only_once_it_is_active():
+    coordinator = next(d for d in validate.render() if d["kind"] == "Deployment"
+                       and d["metadata"]["name"] == "trino-coordinator")
+    probe = coordinator["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
+    assert "/v1/info/state" in " ".join(probe["exec"]["command"]) and "ACTIVE" in " ".join(probe["exec"]["command"])
 
 
 def test_up_waits_for_every_workload_the_overlay_holds(steps):
