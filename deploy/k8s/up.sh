@@ -66,10 +66,20 @@ run .venv/bin/python -m deploy.k8s.secrets
 
 step "namespace and storage (the kind overlay with image $image)"
 # A kustomization of its own names the content tag, so the committed overlay never changes with it.
+# The API server is no pod: its egress policy names its endpoints' addresses, read from this cluster.
+api_server=$(run "${kubectl[@]}" get endpointslices -n default -l kubernetes.io/service-name=kubernetes \
+  -o 'jsonpath={.items[*].endpoints[*].addresses[*]}')
 overlay=.run/k8s-up
 mkdir -p "$overlay"
-printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../k8s/overlays/kind]\n%s\n' \
-  "images: [{name: $image_name, newName: $image_name, newTag: \"$tag\"}]" > "$overlay/kustomization.yaml"
+{
+  printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../k8s/overlays/kind]\n'
+  printf 'images: [{name: %s, newName: %s, newTag: "%s"}]\n' "$image_name" "$image_name" "$tag"
+  if [ -n "${api_server:-}" ]; then
+    printf 'patches:\n  - target: {kind: NetworkPolicy, name: allow-api-server-egress}\n    patch: |-\n'
+    printf '      - {op: replace, path: /spec/egress/0/to, value: [%s]}\n' \
+      "$(for ip in $api_server; do printf '{ipBlock: {cidr: %s/32}},' "$ip"; done | sed 's/,$//')"
+  fi
+} > "$overlay/kustomization.yaml"
 # A Job's pod template cannot change once created: the bucket Job of an earlier image goes first (it is idempotent).
 run "${kubectl[@]}" -n "$ns" delete job create-bucket --ignore-not-found
 run "${kubectl[@]}" apply --server-side -k "$overlay" --force-conflicts >/dev/null

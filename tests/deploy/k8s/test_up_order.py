@@ -140,3 +140,19 @@ def test_spark_pods_are_sized_the_way_spark_sizes_them():
     # no memoryOverhead: 40 % for a Python application, at least 384 MiB
     assert budget._spark_pod({"cores": 1, "memory": "2g"}) == (1.0, 2 * 2**30 + int(0.4 * 2 * 2**30))
     assert budget._spark_pod({"cores": 1, "coreRequest": "250m", "memory": "512m"}) == (0.25, 896 * budget.MI)
+
+
+def test_api_server_egress_goes_only_to_the_api_server(steps):
+    """The API server is no pod: the policy names addresses (kind's node network), narrowed by make up."""
+    policy = next(d for d in validate.render() if d["kind"] == "NetworkPolicy"
+                  and d["metadata"]["name"] == "allow-api-server-egress")
+    for rule in policy["spec"]["egress"]:
+        assert rule.get("to") and all("ipBlock" in peer for peer in rule["to"]), rule
+    assert _first(steps, "get endpointslices", "kubernetes.io/service-name=kubernetes") < \
+        _first(steps, "apply --server-side -k")
+
+
+def test_the_kind_node_image_is_pinned_by_digest():
+    cluster = yaml.safe_load((REPO_ROOT / "k8s/kind-cluster.yaml").read_text())
+    for node in cluster["nodes"]:
+        assert re.fullmatch(r"kindest/node:v[\d.]+@sha256:[0-9a-f]{64}", node["image"]), node["image"]
