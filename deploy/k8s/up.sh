@@ -49,11 +49,18 @@ run helm upgrade --install strimzi oci://quay.io/strimzi-helm/strimzi-kafka-oper
   --set "watchNamespaces={$ns}" \
   --set "extraEnvs[0].name=STRIMZI_POD_SECURITY_PROVIDER_CLASS" --set "extraEnvs[0].value=restricted" \
   --set resources.requests.cpu=100m --set resources.requests.memory=384Mi --wait
+# The operator submits with the spark-submit of its image: this one is built on Spark 3.5.7, as the jobs are.
+operator_image="lakehouse-spark-operator:$spark_operator-$(sha256sum deploy/k8s/spark-operator.Dockerfile | cut -c1-8)"
+run docker build -f deploy/k8s/spark-operator.Dockerfile --build-arg "OPERATOR_VERSION=$spark_operator" \
+  -t "$operator_image" deploy/k8s
+run kind load docker-image "$operator_image" --name "$cluster"
 run helm repo add spark-operator https://kubeflow.github.io/spark-operator >/dev/null 2>&1 || true
 run helm repo update spark-operator >/dev/null
 run helm upgrade --install spark-operator spark-operator/spark-operator --version "$spark_operator" \
   --kube-context "kind-$cluster" --namespace spark-operator --create-namespace \
   --set "spark.jobNamespaces={$ns}" --set webhook.enable=true \
+  --set image.registry=docker.io --set "image.repository=library/${operator_image%%:*}" \
+  --set "image.tag=${operator_image#*:}" --set image.pullPolicy=IfNotPresent \
   --set controller.resources.requests.cpu=50m --set controller.resources.requests.memory=128Mi \
   --set webhook.resources.requests.cpu=50m --set webhook.resources.requests.memory=64Mi --wait
 

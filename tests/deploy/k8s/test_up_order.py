@@ -156,3 +156,20 @@ def test_the_kind_node_image_is_pinned_by_digest():
     cluster = yaml.safe_load((REPO_ROOT / "k8s/kind-cluster.yaml").read_text())
     for node in cluster["nodes"]:
         assert re.fullmatch(r"kindest/node:v[\d.]+@sha256:[0-9a-f]{64}", node["image"]), node["image"]
+
+
+def test_the_spark_operator_submits_with_the_spark_the_jobs_run(steps):
+    """spark-operator's own images carry Spark 4.0 from 2.3 on: make up builds it on the jobs' Spark."""
+    import pyspark
+
+    dockerfile = (REPO_ROOT / "deploy/k8s/spark-operator.Dockerfile").read_text()
+    project = (REPO_ROOT / "deploy/Dockerfile").read_text()
+    bases = [re.search(r"^FROM (spark:\S+)", text, re.M).group(1) for text in (dockerfile, project)]
+    assert bases[0] == bases[1] and bases[0].startswith(f"spark:{pyspark.__version__}-"), bases
+    build = steps[_first(steps, "docker build -f deploy/k8s/spark-operator.Dockerfile")]
+    image = build.split(" -t ")[1].split()[0]
+    install = steps[_first(steps, "helm upgrade --install spark-operator")]
+    assert f"image.repository=library/{image.split(':')[0]}" in install and f"image.tag={image.split(':')[1]}" in install
+    order = [_first(steps, "docker build -f deploy/k8s/spark-operator.Dockerfile"),
+             _first(steps, f"kind load docker-image {image}"), _first(steps, "helm upgrade --install spark-operator")]
+    assert order == sorted(order)

@@ -1,0 +1,21 @@
+# The spark-operator's controller and webhook, submitting with Spark 3.5.7.
+#
+# spark-operator submits every SparkApplication with the spark-submit of its own image, and
+# its images from 2.3 on carry Spark 4.0, while the jobs are Spark 3.5.7 (pyspark 3.5.7 in
+# requirements.lock). This image keeps the operator's binary and puts it on Apache Spark
+# 3.5.7's image, the base of deploy/Dockerfile too: the submitter and the jobs are one Spark.
+# `make up` builds it and loads it into kind (deploy/k8s/up.sh).
+ARG OPERATOR_VERSION=2.5.2
+FROM ghcr.io/kubeflow/spark-operator/controller:${OPERATOR_VERSION} AS operator
+
+FROM spark:3.5.7-scala2.12-java17-python3-ubuntu
+USER root
+# tini reaps the spark-submit processes the controller starts; the webhook writes its
+# serving certificate into a directory its user owns.
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends tini \
+    && rm -rf /var/lib/apt/lists/* \
+    && mkdir -p /etc/k8s-webhook-server/serving-certs /home/spark \
+    && chown -R spark:spark /etc/k8s-webhook-server/serving-certs /home/spark
+COPY --from=operator /usr/bin/spark-operator /usr/bin/spark-operator
+USER spark
+ENTRYPOINT ["/usr/bin/tini", "-s", "--", "/usr/bin/spark-operator"]
