@@ -11,8 +11,9 @@ import tomllib
 from collections.abc import Iterator
 from typing import Any
 
-from deploy.k8s.profile import APP_DIR, KAFKA_CLUSTER, cluster_settings, settings_env
-from lakehouse.settings import REPO_ROOT
+from deploy.k8s.profile import APP_DIR, KAFKA_CLUSTER, settings_env
+from lakehouse.settings import REPO_ROOT, Settings
+from lakehouse.settings_env import declared_settings
 
 Doc = dict[str, Any]
 WORKLOADS = ("Deployment", "StatefulSet", "Job", "DaemonSet")
@@ -126,17 +127,41 @@ def _config_map(docs: list[Doc], prefix: str) -> Doc | None:
         rf"{re.escape(prefix)}(-[a-z0-9]{{10}})?", d["metadata"]["name"])), None)
 
 
+def rendered_settings(docs: list[Doc]) -> Settings | None:
+    """The settings every pod reads: the defaults with the rendered lakehouse-settings ConfigMap's variables.
+
+    An overlay may change them (more click partitions on a real cluster); whatever it renders is
+    what the pods run with, so the other resources are checked against that, not against the base.
+    """
+    env = _config_map(docs, "lakehouse-settings")
+    if env is None:
+        return None
+    nested: dict[str, Any] = {}
+    for key, value in env.get("data", {}).items():
+        *sections, field = key.removeprefix("LAKEHOUSE_").lower().split("__")
+        target = nested
+        for section in sections:
+            target = target.setdefault(section, {})
+        target[field] = value
+    return declared_settings(nested)
+
+
 def settings_match(docs: list[Doc]) -> list[str]:
     """Topics, partitions, bucket, catalog, endpoints and exporter ports are the settings' values."""
-    settings = cluster_settings()
+    try:
+        settings = rendered_settings(docs)
+    except ValueError as exc:  # pydantic's ValidationError: a variable that is no setting, or a bad value
+        return [f"ConfigMap lakehouse-settings does not make valid settings: {exc}"]
+    if settings is None:
+        return ["no ConfigMap lakehouse-settings: the pods would run on the defaults (run `make k8s-generate`)"]
     problems = []
+    rendered = (_config_map(docs, "lakehouse-settings") or {}).get("data", {})
+    if missing := sorted(settings_env().keys() - rendered.keys()):
+        problems.append(f"ConfigMap lakehouse-settings lacks {missing[:3]} of deploy.k8s.profile.settings_env(): "
+                        "run `python -m deploy.k8s.generate`")
     topics = {d["spec"]["topicName"]: d["spec"]["partitions"] for d in docs if d["kind"] == "KafkaTopic"}
     if topics != settings.topics():
         problems.append(f"KafkaTopics {topics} differ from the settings' topics {settings.topics()}")
-    env = _config_map(docs, "lakehouse-settings")
-    if env is None or env.get("data") != settings_env():
-        problems.append("ConfigMap lakehouse-settings differs from deploy.k8s.profile.settings_env(): "
-                        "run `python -m deploy.k8s.generate`")
     catalog = _config_map(docs, "trino-catalog")
     if catalog is None or f"{settings.catalog.trino_catalog}.properties" not in catalog.get("data", {}):
         problems.append(f"Trino has no catalog named {settings.catalog.trino_catalog!r} (ConfigMap trino-catalog)")
