@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
@@ -127,16 +129,57 @@ def window_quantile(buckets: tuple[float, ...], before: list[int], after: list[i
     return buckets[-1]  # in +Inf: report the largest finite bound
 
 
+#: component -> whether it works right now (its last batch succeeded; the capture follows the binlog)
+_ready: dict[str, bool] = {}
+
+
+def set_ready(component: str, ready: bool) -> None:
+    """What ``/ready`` reports: a process is ready while every component it runs works."""
+    _ready[component] = ready
+
+
+def readiness() -> tuple[bool, str]:
+    """(ready, why): not before a component reported, nor while one of them fails."""
+    failing = sorted(name for name, ok in _ready.items() if not ok)
+    if not _ready:
+        return False, "starting: no batch has run yet"
+    return (not failing, "ready" if not failing else "failing: " + ", ".join(failing))
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's signature
+        """Scrapes and probes every few seconds: not worth a line each on stderr."""
+
+
+def _app(metrics_app):
+    def app(environ, start_response):
+        if environ.get("PATH_INFO") == "/ready":
+            ok, why = readiness()
+            start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
+            return [why.encode() + b"\n"]
+        return metrics_app(environ, start_response)
+    return app
+
+
 def serve(host: str, port: int) -> None:
-    """Expose /metrics once per process (jobs sharing a driver share the endpoint)."""
+    """Expose /metrics and /ready once per process (jobs sharing a driver share the endpoint).
+
+    ``/ready`` answers 200 only once each component of the process has worked and while none
+    fails (``set_ready``): an orchestrator's readiness probe then means "it works", not "it started".
+    """
     with _server_lock:
         if port in _served:
             return
         try:
-            start_http_server(port, addr=host)
+            server = make_server(host, port, _app(make_wsgi_app(REGISTRY)), _Server, handler_class=_QuietHandler)
         except OSError as exc:
             raise RuntimeError(
                 f"cannot serve metrics on {host}:{port} ({exc.strerror}); another job may hold it: "
                 "set LAKEHOUSE_METRICS__PIPELINE_PORT"
             ) from exc
+        threading.Thread(target=server.serve_forever, name=f"metrics-{port}", daemon=True).start()
         _served.add(port)

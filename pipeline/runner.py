@@ -115,11 +115,14 @@ def _loop(job: MicroBatchJob, trigger_seconds: float, stop: threading.Event,
         try:
             rows = job.run_once()
             failures = 0
+            metrics.set_ready(job.name, True)
         except FatalError as exc:
+            metrics.set_ready(job.name, False)
             metrics.BATCHES.labels(job.name, "failed").inc()
             log.error("%s: %s; stopping (a retry cannot fix this)", job.name, _describe(exc))
             raise
         except Exception as exc:  # noqa: BLE001 - transient faults must not kill a streaming job
+            metrics.set_ready(job.name, False)
             failures += 1
             metrics.BATCHES.labels(job.name, "failed").inc()
             delay = min(max_backoff, 2 ** min(failures, 5))

@@ -40,6 +40,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from lakehouse import kafka_clients
 from lakehouse.errors import FatalError, TransientError
 from lakehouse.settings import Settings, secret
+from pipeline import metrics
 from pipeline.cdc import envelope as env
 
 log = logging.getLogger(__name__)
@@ -242,6 +243,7 @@ class Capture:
         gtid, order = None, 0
         try:
             for event in reader:
+                metrics.set_ready("capture", True)  # following the binlog (a heartbeat when idle)
                 if isinstance(event, RotateEvent):
                     file = event.next_binlog
                 elif isinstance(event, (GtidEvent, MariadbGtidEvent)):
@@ -297,6 +299,7 @@ class Capture:
                 self._resume(stop)
                 return
             except TRANSIENT as exc:
+                metrics.set_ready("capture", False)
                 failures = 1 if time.monotonic() - began > 60 else failures + 1
                 delay = min(max_backoff, 2 ** min(failures, 5))
                 log.error("capture interrupted (%s: %s); resuming from the last checkpoint in %.0fs",

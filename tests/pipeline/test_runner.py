@@ -65,3 +65,49 @@ def test_a_fatal_error_stops_the_loop_at_once_and_a_transient_one_is_retried(tmp
     flaky = _Job(settings, ConnectionError("object store away"), stop)
     _loop(flaky, 0.01, stop, max_batches=None, max_backoff=0.01)  # retried until the job stops the loop
     assert (flaky.batches, flaky.recovered) == (3, 3)
+
+
+def test_ready_only_while_batches_succeed(tmp_path):
+    """/ready, what a Kubernetes readiness probe asks: 503 until a batch ran, 503 while batches fail."""
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from deploy.local.processes import free_port
+    from lakehouse.settings import Settings
+    from pipeline import metrics
+    from pipeline.runner import run_loop
+
+    port = free_port()
+    metrics.serve("127.0.0.1", port)
+
+    def status() -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=5) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    metrics._ready.clear()
+    assert status()[0] == 503
+    settings = Settings(run_dir=tmp_path)
+
+    class Works:
+        name, tables = "works", []
+
+        def __init__(self):
+            self.settings = settings
+
+        def run_once(self) -> int:
+            return 1
+
+        def recover(self) -> None:
+            pass
+
+    run_loop(Works(), 0.0, threading.Event(), max_batches=1)
+    assert status() == (200, "ready\n")
+    stop = threading.Event()
+    run_loop(_Job(settings, RuntimeError("broker away"), stop, limit=1), 0.0, stop, max_backoff=0.0)
+    assert status() == (503, "failing: test\n")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        assert b"lakehouse_pipeline_batches_total" in resp.read()

@@ -173,3 +173,12 @@ def test_the_spark_operator_submits_with_the_spark_the_jobs_run(steps):
     order = [_first(steps, "docker build -f deploy/k8s/spark-operator.Dockerfile"),
              _first(steps, f"kind load docker-image {image}"), _first(steps, "helm upgrade --install spark-operator")]
     assert order == sorted(order)
+
+
+def test_the_writers_are_ready_only_while_they_work():
+    """Their /metrics answers as soon as the process starts; /ready only while batches succeed."""
+    docs = validate.render()
+    for name in ("cdc-capture", "dims-apply", "live-aggregates"):
+        deployment = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == name)
+        probe = deployment["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
+        assert probe["httpGet"]["path"] == "/ready", name
