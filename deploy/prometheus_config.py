@@ -31,7 +31,7 @@ def scrape_config(settings: Settings) -> dict[str, Any]:
 EXPORTER_LABEL = "lakehouse.io/exporter"
 
 
-def kubernetes_scrape_config(settings: Settings, namespace: str) -> dict[str, Any]:
+def kubernetes_scrape_config(settings: Settings, namespace: str, kafka_cluster: str) -> dict[str, Any]:
     """Prometheus config for Kubernetes: pods found by the API, one job per exporter.
 
     A pod opts in with the label ``lakehouse.io/exporter: <exporter>``; the port comes from
@@ -55,8 +55,10 @@ def kubernetes_scrape_config(settings: Settings, namespace: str) -> dict[str, An
     jobs = [{"job_name": "prometheus", "static_configs": [{"targets": [f"localhost:{settings.prometheus.port}"]}]}]
     for job, port in settings.metrics.exporters().items():
         jobs.append(pod_job(job, [{"source_labels": [label], "regex": job, "action": "keep"}], port))
-    jobs.append(pod_job("kafka", [{"source_labels": ["__meta_kubernetes_pod_label_strimzi_io_kind"],
-                                   "regex": "Kafka", "action": "keep"}], STRIMZI_METRICS_PORT))
+    # The broker pods only: Strimzi's entity operator carries strimzi.io/kind=Kafka too, but no exporter,
+    # so keeping it would show a down target and fire the broker-down alert for ever.
+    jobs.append(pod_job("kafka", [{"source_labels": ["__meta_kubernetes_pod_label_strimzi_io_name"],
+                                   "regex": f"{kafka_cluster}-kafka", "action": "keep"}], STRIMZI_METRICS_PORT))
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "rule_files": [RULES_FILE],

@@ -132,7 +132,7 @@ def files(settings: Settings) -> dict[str, str]:
     for name, resource in kafka_topics(settings).items():
         out[name] = f"# {HEADER}\n" + yaml.safe_dump(resource, sort_keys=False)
     out["prometheus.yml"] = f"# {HEADER}\n" + yaml.safe_dump(
-        kubernetes_scrape_config(settings, NAMESPACE), sort_keys=False)
+        kubernetes_scrape_config(settings, NAMESPACE, KAFKA_CLUSTER), sort_keys=False)
     out[RULES_FILE] = f"# {HEADER}\n" + yaml.safe_dump(rules(settings), sort_keys=False)
     prometheus_url = f"http://{settings.prometheus.address}"
     for path, data in dashboards.provisioning(prometheus_url, GRAFANA_DASHBOARDS_DIR).items():

@@ -182,3 +182,13 @@ def test_the_writers_are_ready_only_while_they_work():
         deployment = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == name)
         probe = deployment["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
         assert probe["httpGet"]["path"] == "/ready", name
+
+
+def test_prometheus_scrapes_the_brokers_and_not_the_entity_operator():
+    """Both carry strimzi.io/kind=Kafka; only the brokers export metrics (a kept entity operator is a
+    target down for ever, and the broker-down alert with it)."""
+    config = yaml.safe_load((REPO_ROOT / "k8s/base/generated/prometheus.yml").read_text())
+    kafka = next(j for j in config["scrape_configs"] if j["job_name"] == "kafka")
+    keep = [r for r in kafka["relabel_configs"] if r.get("action") == "keep"]
+    assert keep == [{"source_labels": ["__meta_kubernetes_pod_label_strimzi_io_name"], "regex": "lakehouse-kafka",
+                     "action": "keep"}]
