@@ -27,6 +27,17 @@ def _get(url: str) -> dict:
         return json.loads(resp.read())
 
 
+def _wait_for_workers(master: str, expected: int, timeout_s: float = 120.0) -> None:
+    """Locust's --expect-workers applies only to headless runs: a swarm started through the web UI before
+    the workers joined would run on none of them, so wait for them here."""
+    deadline = time.monotonic() + timeout_s
+    while (joined := _get(f"{master}/stats/requests").get("worker_count", 0)) < expected:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"error: {joined} of {expected} Locust workers joined the master in {timeout_s:.0f} s "
+                             "(kubectl logs deploy/locust-worker)")
+        time.sleep(2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Run a bounded load through the Locust master's web API.")
     parser.add_argument("--rate", type=float, required=True, help="total ClickEvents/s over all workers")
@@ -34,8 +45,11 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=8, help="Locust users (the rate is paced, not per user)")
     parser.add_argument("--bad-share", type=float, default=0.01, help="share of deliberately bad events")
     parser.add_argument("--master", default="http://127.0.0.1:8089", help="the master's web UI")
+    parser.add_argument("--workers", type=int, default=1, help="wait until this many workers joined the master")
+    parser.add_argument("--wait-workers", type=float, default=120.0, help="seconds to wait for them")
     args = parser.parse_args()
     seconds = parse_duration(args.duration)
+    _wait_for_workers(args.master, args.workers, args.wait_workers)
     _post(f"{args.master}/swarm", {
         "user_count": str(args.users), "spawn_rate": str(args.users), "run_time": f"{int(seconds)}s",
         "event_rate": str(args.rate), "bad_share": str(args.bad_share),

@@ -130,3 +130,51 @@ def test_a_new_field_rolls_out_over_the_run(settings, topic, tmp_path):
     carrying = [e for e in events if "deviceType" in e]
     assert all(e["deviceType"] in {"ios", "android", "web", "tv"} and isinstance(e["appVersion"], int)
                for e in carrying)
+
+
+def test_a_swarm_through_the_web_ui_waits_for_its_workers(settings, topic, tmp_path):
+    """The cluster's way (`make load`, the end-to-end check of `make up`): a master in UI mode, where
+    Locust ignores --expect-workers; loadgen.swarm waits for the worker, then the events arrive."""
+    import subprocess
+    import sys
+    import time
+
+    from deploy.local.processes import free_port
+    from loadgen.run import LOADGEN_DIR
+
+    web = free_port()
+    master_url = f"http://127.0.0.1:{web}"
+    swarm = [sys.executable, "-m", "loadgen.swarm", "--rate", "200", "--duration", "5s", "--bad-share", "0",
+             "--users", "2", "--master", master_url]
+    locust = [sys.executable, "-m", "locust", "-f", str(LOADGEN_DIR / "locustfile.py"), "--loglevel", "WARNING"]
+    port = free_port()
+    master = subprocess.Popen([*locust, "--master", "--web-host", "127.0.0.1", "--web-port", str(web),
+                               "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=(tmp_path / "master.log").open("w"))
+    worker = None
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # the web UI answers
+            try:
+                urllib.request.urlopen(f"{master_url}/stats/requests", timeout=2)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, (tmp_path / "master.log").read_text()[-2000:]
+                time.sleep(0.5)
+        alone = subprocess.run([*swarm, "--wait-workers", "3"], capture_output=True, text=True, timeout=60)
+        assert alone.returncode != 0 and "0 of 1 Locust workers joined" in alone.stderr
+        waiting = subprocess.Popen(swarm, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)  # the swarm is waiting: the worker joins only now
+        worker = subprocess.Popen([*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                                  stdout=subprocess.DEVNULL, stderr=(tmp_path / "worker.log").open("w"))
+        out, err = waiting.communicate(timeout=120)
+        assert waiting.returncode == 0, err
+        delivered = int(next(line for line in out.splitlines() if line.startswith("delivered")).split()[1]
+                        .replace(",", ""))
+        assert delivered > 0
+        assert len(consume_all(settings, topic, 3)) == delivered
+    finally:
+        for process in (worker, master):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=30)

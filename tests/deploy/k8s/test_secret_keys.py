@@ -20,6 +20,7 @@ import pytest
 from deploy.k8s import validate
 from lakehouse.settings import REPO_ROOT
 from pipeline.app import job_factories
+from tests.imports import top_level_imports
 
 SECRET = "lakehouse-credentials"
 FIRST_PARTY = ("lakehouse", "pipeline", "loadgen", "queries", "deploy")
@@ -37,16 +38,7 @@ def _source(module: str) -> Path | None:
 @cache
 def _imported(module: str) -> frozenset[str]:
     """The module's top-level imports: what loading it loads (a deferred import runs only where it is called)."""
-    found = set()
-    for node in ast.parse(_source(module).read_text()).body:
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-        else:
-            continue
-        found |= {n for n in names if n.split(".")[0] in FIRST_PARTY and _source(n)}
-    return frozenset(found)
+    return frozenset(n for n in top_level_imports(_source(module)) if n.split(".")[0] in FIRST_PARTY and _source(n))
 
 
 def _keys_read(entries: list[str]) -> set[str]:
