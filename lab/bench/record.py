@@ -79,6 +79,8 @@ def ingest_figures(result, command: str) -> list[Figure]:
         Figure(command, "lag left when the load stopped", result.drain_s, "s"),
         Figure(command, "mean batch", result.batch_mean_s, "s"),
         Figure(command, "raw ceiling (Kafka -> Parquet, no Spark)", result.raw_ceiling_eps, "events/s"),
+        Figure(command, "the pipeline alone (catch-up) / raw ceiling", 100 * result.catch_up_ratio, "%"),
+        Figure(command, "the pipeline alone (catch-up, nothing producing)", result.catch_up_eps, "events/s"),
     ]
 
 
@@ -106,6 +108,8 @@ def headroom_figures(result, command: str) -> list[Figure]:
         at_least(command, "highest rate held / raw ceiling", 100 * result.ratio, "%", 50),
         Figure(command, "highest rate held (p95 <= 10 s)", result.best_eps, "events/s"),
         Figure(command, "raw ceiling (Kafka -> Parquet, no Spark)", result.raw_ceiling_eps, "events/s"),
+        Figure(command, "the pipeline alone (catch-up) / raw ceiling", 100 * result.catch_up_ratio, "%"),
+        Figure(command, "the pipeline alone (catch-up, nothing producing)", result.catch_up_eps, "events/s"),
     ]
 
 

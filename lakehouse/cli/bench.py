@@ -88,6 +88,8 @@ def headroom(
     console.print(table)
     console.print(f"highest rate held {result.best_eps:,.0f} events/s; raw ceiling {result.raw_ceiling_eps:,.0f} "
                   f"events/s; ratio {result.ratio:.0%} (goal >= 50 %)")
+    console.print(f"the pipeline alone (catch-up, nothing producing): {result.catch_up_eps:,.0f} events/s, "
+                  f"{result.catch_up_ratio:.0%} of the raw ceiling, which also runs alone")
     (out / "bench-headroom.json").write_text(json.dumps(result.as_dict(), indent=2))
 
 
