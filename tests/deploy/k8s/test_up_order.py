@@ -35,6 +35,11 @@ def steps() -> list[str]:
     return _dry_run()
 
 
+@pytest.fixture(scope="module")
+def docs() -> list[dict]:
+    return validate.render()
+
+
 def _first(steps: list[str], *words: str) -> int:
     return next(i for i, step in enumerate(steps) if all(w in step for w in words))
 
@@ -94,15 +99,14 @@ def test_make_up_ends_with_an_end_to_end_check_through_locust_and_trino(steps):
     assert _first(steps, "sparkapplication/pipeline") < load < count
 
 
-def test_trino_is_ready_only_once_it_is_active():
-    coordinator = next(d for d in validate.render() if d["kind"] == "Deployment"
+def test_trino_is_ready_only_once_it_is_active(docs):
+    coordinator = next(d for d in docs if d["kind"] == "Deployment"
                        and d["metadata"]["name"] == "trino-coordinator")
     probe = coordinator["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
     assert "/v1/info/state" in " ".join(probe["exec"]["command"]) and "ACTIVE" in " ".join(probe["exec"]["command"])
 
 
-def test_up_waits_for_every_workload_the_overlay_holds(steps):
-    docs = validate.render()
+def test_up_waits_for_every_workload_the_overlay_holds(steps, docs):
     waited = " ".join(steps)
     for kind, prefix in (("Deployment", "deployment/"), ("StatefulSet", "statefulset/"),
                          ("SparkApplication", "sparkapplication/")):
@@ -114,11 +118,10 @@ def test_up_waits_for_every_workload_the_overlay_holds(steps):
             f"make up waits for deployment/{name}, which the overlay does not hold"
 
 
-def test_the_whole_deployment_fits_a_kind_node_of_6_cpu_and_12_gib(steps):
+def test_the_whole_deployment_fits_a_kind_node_of_6_cpu_and_12_gib(steps, docs):
     """Every pod's requests, Spark's driver and executor pods and the operators included."""
     from deploy.k8s import budget
 
-    docs = validate.render()
     cpu, memory = budget.total(docs)
     limit_cpu, limit_memory = budget.NODE_BUDGET
     table = "\n".join(f"  {r.owner}: {r.cpu:.2f} CPU, {r.memory / budget.MI:,.0f} MiB" for r in budget.requests(docs))
@@ -142,9 +145,9 @@ def test_spark_pods_are_sized_the_way_spark_sizes_them():
     assert budget._spark_pod({"cores": 1, "coreRequest": "250m", "memory": "512m"}) == (0.25, 896 * budget.MI)
 
 
-def test_api_server_egress_goes_only_to_the_api_server(steps):
+def test_api_server_egress_goes_only_to_the_api_server(steps, docs):
     """The API server is no pod: the policy names addresses (kind's node network), narrowed by make up."""
-    policy = next(d for d in validate.render() if d["kind"] == "NetworkPolicy"
+    policy = next(d for d in docs if d["kind"] == "NetworkPolicy"
                   and d["metadata"]["name"] == "allow-api-server-egress")
     for rule in policy["spec"]["egress"]:
         assert rule.get("to") and all("ipBlock" in peer for peer in rule["to"]), rule
@@ -175,9 +178,8 @@ def test_the_spark_operator_submits_with_the_spark_the_jobs_run(steps):
     assert order == sorted(order)
 
 
-def test_the_writers_are_ready_only_while_they_work():
+def test_the_writers_are_ready_only_while_they_work(docs):
     """Their /metrics answers as soon as the process starts; /ready only while batches succeed."""
-    docs = validate.render()
     for name in ("cdc-capture", "dims-apply", "live-aggregates"):
         deployment = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == name)
         probe = deployment["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
