@@ -26,7 +26,9 @@ from loadgen.db_changes import ShopChanges
 @events.init_command_line_parser.add_listener
 def _options(parser):
     group = parser.add_argument_group("lakehouse")
-    group.add_argument("--event-rate", type=float, default=1000, env_var="LOCUST_EVENT_RATE",
+    # Defaults of the type the option parses to: Locust's web UI converts a swarm form's value with
+    # type(default), so an int default would turn "2000.0" from `make load` into a ValueError (HTTP 500).
+    group.add_argument("--event-rate", type=float, default=1000.0, env_var="LOCUST_EVENT_RATE",
                        help="Target ClickEvents/s, all users together.")
     group.add_argument("--bad-share", type=float, default=0.0, env_var="LOCUST_BAD_SHARE",
                        help="Share of deliberately bad events (0-1).")
