@@ -38,8 +38,8 @@ from pipeline.spark_session import build_session
 P95_BOUND_S = 10.0
 #: seconds of load before the first counted step
 WARM_UP_S = 20.0
-#: events/s given to one producer process (one reached ~18,000/s beside the pipeline on 2 cores)
-PRODUCER_RATE = 12_000
+#: events/s given to one producer process (an event costs ~3 µs to make and encode: loadgen/events.py)
+PRODUCER_RATE = 20_000
 
 
 @dataclass
@@ -95,7 +95,7 @@ def _step(spark, settings: Settings, rate: float, seconds: float, progress) -> S
     try:
         warm = warm_up(job, s, events=1000)
         since_ms, began = int(time.time() * 1000), time.monotonic()
-        # One producer process tops out near 18,000 events/s here with Spark beside it: share the rate.
+        # Several producer processes share the rate: one Python process is one core at most.
         n = max(1, math.ceil(rate / PRODUCER_RATE))
         producers = [subprocess.Popen(
             [sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate / n), "--duration", str(seconds),

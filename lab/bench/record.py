@@ -114,7 +114,7 @@ def headroom_figures(result, command: str) -> list[Figure]:
 
 
 #: the headroom climb of the standard set: short steps, up to where 2 cores cannot follow
-STANDARD_HEADROOM_RATES = (20_000, 30_000, 40_000)
+STANDARD_HEADROOM_RATES = (40_000, 55_000, 65_000, 75_000)
 
 
 def run_standard(settings: Settings, out_dir: Path, ingest_seconds: float, cdc_seconds: float,

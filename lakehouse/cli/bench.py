@@ -64,6 +64,7 @@ def headroom(
     rates: Annotated[str, typer.Option(help="Comma-separated rates to climb through (events/s).")] =
         "10000,15000,20000,25000,30000,35000,40000",
     seconds: Annotated[float, typer.Option(help="Seconds of load per rate.")] = 60,
+    record: Annotated[bool, typer.Option(help="Also append the figures as dated rows to docs/benchmarks.md.")] = False,
 ) -> None:
     """The highest click rate sustained with freshness p95 <= 10 s, against the raw ceiling (goal: >= 50 %).
 
@@ -91,6 +92,10 @@ def headroom(
     console.print(f"the pipeline alone (catch-up, nothing producing): {result.catch_up_eps:,.0f} events/s, "
                   f"{result.catch_up_ratio:.0%} of the raw ceiling, which also runs alone")
     (out / "bench-headroom.json").write_text(json.dumps(result.as_dict(), indent=2))
+    if record:
+        from lab.bench.record import headroom_figures
+
+        _record(headroom_figures(result, f"bench headroom --rates {rates} --seconds {seconds:g}"))
 
 
 @app.command()
