@@ -79,8 +79,6 @@ def ingest_figures(result, command: str) -> list[Figure]:
         Figure(command, "lag left when the load stopped", result.drain_s, "s"),
         Figure(command, "mean batch", result.batch_mean_s, "s"),
         Figure(command, "raw ceiling (Kafka -> Parquet, no Spark)", result.raw_ceiling_eps, "events/s"),
-        Figure(command, "the pipeline alone (catch-up) / raw ceiling", 100 * result.catch_up_ratio, "%"),
-        Figure(command, "the pipeline alone (catch-up, nothing producing)", result.catch_up_eps, "events/s"),
     ]
 
 

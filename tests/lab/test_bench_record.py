@@ -65,3 +65,14 @@ def test_whole_system_and_headroom_figures_are_judged_against_their_goals():
     assert climb.best_eps == 19_800  # the step that held, at what was produced (committed was more)
     ratio = headroom_figures(climb, "bench headroom")[0]
     assert ratio.value == pytest.approx(100 * 19_800 / 70_000) and ratio.met is False
+
+
+def test_the_ingest_benchmark_figures_come_from_its_own_result():
+    from lab.bench.ingest import IngestBenchResult
+    from lab.bench.record import ingest_figures
+
+    result = IngestBenchResult(10_000, 60, 600_000, 600_000, 9_990, 1.2, 2.5, 2.9, 40, 1.4, 110_000, 1.0, 10_000)
+    figures = {f.figure: f for f in ingest_figures(result, "bench ingest --rate 10000 --duration 60")}
+    assert figures["freshness p95"].value == 2.5 and figures["freshness p95"].met
+    assert figures["sustained / produced rate"].value == 99.9 and figures["sustained / produced rate"].met
+    assert figures["raw ceiling (Kafka -> Parquet, no Spark)"].value == 110_000
