@@ -9,7 +9,7 @@ LAKEHOUSE := $(BIN)/lakehouse
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install debs artifacts checkov demo lint test-unit test down-local status-local clean bench bench-ingest bench-system bench-headroom bench-load bench-cdc soak soak-pair chaos test-chaos \
+.PHONY: help install debs artifacts checkov demo lint test-unit test down-local status-local clean bench bench-ingest bench-system bench-headroom bench-load bench-cdc soak soak-pair chaos test-chaos trino-local \
         up down status trino load image-lock k8s-generate k8s-validate k8s-crds
 
 help: ## List the targets
@@ -61,6 +61,10 @@ test: install lint ## Lint, then the test suite, chaos CI subset included (start
 
 test-chaos: install ## Only the chaos suite's CI subset (~18 min; its own stack on ports +200)
 	@$(BIN)/pytest -m chaos $(PYTEST_ARGS)
+
+trino-local: install ## The Trino CLI (476) on the local stack's Trino, catalog iceberg (Trino starts on first use)
+	@$(LAKEHOUSE) stack up
+	@$(LAKEHOUSE) trino
 
 status-local: ## Status of the local stack
 	@$(LAKEHOUSE) stack status

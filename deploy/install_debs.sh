@@ -3,7 +3,7 @@
 # The servers are started by `lakehouse stack up` as our own processes, never as
 # system services.
 set -euo pipefail
-wanted=(mariadb-server prometheus postgresql openjdk-17-jre-headless openjdk-17-jdk-headless gcc libc6-dev)
+wanted=(mariadb-server prometheus postgresql openjdk-17-jre-headless openjdk-17-jdk-headless maven gcc libc6-dev)
 missing=()
 for pkg in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

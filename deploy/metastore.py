@@ -20,6 +20,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from deploy.local.binaries import java_binary, pyspark_jars
+from deploy.maven import profile_dir
 from lakehouse.settings import Settings, load_settings
 
 MAIN_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
@@ -52,9 +53,10 @@ def site_xml(properties: dict[str, str], comment: str = "") -> str:
 
 
 def postgres_jar(settings: Settings) -> Path:
-    jars = sorted((settings.tools_dir / "jars").glob("postgresql-*.jar"))
+    folder = profile_dir(settings.tools_dir, "spark")
+    jars = sorted(folder.glob("postgresql-*.jar"))
     if not jars:
-        raise FileNotFoundError(f"PostgreSQL JDBC jar missing from {settings.tools_dir / 'jars'}: run `make install`")
+        raise FileNotFoundError(f"PostgreSQL JDBC jar missing from {folder}: run `make install`")
     return jars[-1]
 
 

@@ -26,12 +26,15 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from deploy.local.services.mariadb import connect as mariadb_connect
+from deploy.local.stack import LocalStack
 from lab.bench import freshness
 from lab.bench.ingest import warm_up
 from lab.report import PrometheusError, write_report
 from lab.system_jobs import RunningSystem
+from lab.trino_session import CliResult, product_price, run_cli, seed_statements
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings, results_path
 from loadgen.db_changes import STORY_PRODUCT_ID
@@ -65,6 +68,8 @@ class DemoSummary:
     freshness: list[freshness.Freshness]
     report_dir: Path
     schema_changes: list[str]
+    trino_session: CliResult | None = None
+    trino_price: CliResult | None = None
 
 
 def _schema_changes_since(settings: Settings, since_ms: int) -> list[str]:
@@ -173,5 +178,34 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
                  freshness.dimensions(jobs.spark, settings, since_ms),
                  freshness.aggregates(jobs.spark, settings, since_ms)]
     jobs.spark.stop()
+    session, price = trino_ending(settings, console)
     return DemoSummary(produced or 0, committed, counts.column("valid")[0].as_py(), counts.column("dead")[0].as_py(),
-                       fresh, report_dir, changes)
+                       fresh, report_dir, changes, session, price)
+
+
+def trino_ending(settings: Settings, console: Console) -> tuple[CliResult, CliResult]:
+    """The card's own ending: Trino 476 started on first use, then seed 001's session in the real CLI."""
+    with console.status("Trino 476: starting on first use (about 15 s)..."):
+        took = LocalStack(settings).ensure("trino")
+    if took:
+        console.log(f"Trino ready in {took:.1f}s")
+    statements = seed_statements(settings)
+    with console.status("Trino CLI: " + " ".join(statements.split())):
+        session = run_cli(settings, statements)
+        price = product_price(settings, STORY_PRODUCT_ID)
+    shown = ["event_id", "uid", "productid", "name", "product_price", "event_time"]
+    keep = [i for i, name in enumerate(session.header) if name.lower() in shown]
+    table = Table(title=f"trino> {' '.join(statements.split())}   ({len(session.rows)} rows; first 5, "
+                        f"{len(keep)} of {len(session.header)} columns)")
+    for i in keep:
+        table.add_column(session.header[i])
+    for row in session.rows[:5]:
+        table.add_row(*(row[i] for i in keep))
+    console.print(table)
+    price_table = Table(title=f"trino> {price.statements.strip()}")
+    for name in price.header:
+        price_table.add_column(name)
+    for row in price.rows:
+        price_table.add_row(*row)
+    console.print(price_table)
+    return session, price

@@ -1,7 +1,7 @@
 """`python -m lab.image_contents`: what the image's Python environment and jars weigh, from this machine.
 
 No Docker engine is needed: the image installs deploy/image-requirements.lock and the jars of
-deploy/artifacts.toml (`--cluster`), the same pins the local venv and .tools hold, so their
+deploy/jvm/pom.xml's spark profile (`--cluster`), the same pins the local venv and .tools hold, so their
 installed sizes here are the image's, base image aside. Printed beside what the image leaves
 out: the test extra, the local stack's servers and the wheel cache.
 """
@@ -39,9 +39,12 @@ def main() -> None:
     image = _pins(REPO_ROOT / "deploy/image-requirements.lock")
     full = _pins(REPO_ROOT / "requirements.lock")
     rows = [("in the image: Python packages (deploy/image-requirements.lock)", installed_bytes(image)),
-            ("in the image: jars (.tools/jars)", folder_bytes(tools / "jars")),
+            ("in the image: jars (.tools/jvm/spark, .tools/jvm/helpers)",
+             folder_bytes(tools / "jvm" / "spark") + folder_bytes(tools / "jvm" / "helpers")),
             ("left out: the test extra", installed_bytes(full - image)),
-            ("left out: the local stack's servers (.tools/bin)", folder_bytes(tools / "bin")),
+            ("left out: the local stack's servers (.tools/bin, .tools/trino, .tools/jvm/{kafka,trino})",
+             sum(folder_bytes(f) for f in (tools / "bin", tools / "trino", tools / "jvm" / "kafka",
+                                           tools / "jvm" / "trino"))),
             ("left out: the wheel cache (.tools/cache)", folder_bytes(tools / "cache"))]
     for what, size in rows:
         print(f"{size / MIB:8,.0f} MiB  {what}")

@@ -43,6 +43,20 @@ def lake_rows(spark, s: Settings) -> Rows:
     return out
 
 
+def trino_rows(s: Settings) -> Rows:
+    """The same rows as Trino reads them: a reader that shares no code with Spark or the pipeline."""
+    # deferred: the trino client, only for the checks that read through Trino
+    from queries.trino_engine import TrinoEngine
+
+    engine, millis = TrinoEngine(s), "CAST(round(to_unixtime(update_time) * 1000) AS BIGINT)"
+    products = engine.run(f"SELECT productId, name, description, CAST(product_price AS VARCHAR), {millis} "
+                          f"FROM {s.catalog.products_table} ORDER BY 1")
+    members = engine.run(f"SELECT userid, name, show_params, member_level, {millis} "
+                         f"FROM {s.catalog.members_table} ORDER BY 1")
+    return {"products": [tuple(r.values()) for r in products.to_pylist()],
+            "user_member": [tuple(r.values()) for r in members.to_pylist()]}
+
+
 def checksum(rows: Rows) -> str:
     return hashlib.sha256(repr(sorted(rows.items())).encode()).hexdigest()
 

@@ -13,8 +13,6 @@ from lakehouse.settings import Settings, secret
 #: Iceberg streaming source writes its initial offset into the Spark checkpoint (a local
 #: folder, or a volume in Kubernetes) through the table's FileIO.
 RESOLVING_FILE_IO = "org.apache.iceberg.io.ResolvingFileIO"
-#: the S3 client factory that needs no KMS/STS jars (see PLATFORM.md)
-S3_CLIENT_FACTORY = "org.apache.iceberg.aws.s3.DefaultS3FileIOAwsClientFactory"
 
 
 def s3_properties(settings: Settings) -> dict[str, str]:
@@ -37,7 +35,6 @@ def java_catalog_properties(settings: Settings) -> dict[str, str]:
         "uri": settings.metastore.uri,
         "warehouse": settings.s3.warehouse,
         "io-impl": RESOLVING_FILE_IO,
-        "s3.client-factory-impl": S3_CLIENT_FACTORY,
         # A writer that reads what it just committed must not see a cached, stale table.
         "cache-enabled": "false",
         **s3_properties(settings),

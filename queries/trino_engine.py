@@ -1,4 +1,4 @@
-"""Trino (Kubernetes runtime) through the ``trino`` client: the queries run as written."""
+"""Trino through the ``trino`` client (the local stack's Trino 476, or a cluster's): the queries run as written."""
 
 from __future__ import annotations
 
@@ -40,8 +40,10 @@ class TrinoEngine:
                 rows = cursor.fetchall()
                 names = [d[0] for d in cursor.description]
         except (OSError, trino.exceptions.TrinoConnectionError) as exc:
-            raise EngineGap(f"Trino is not reachable at {t.host}:{t.port} ({str(exc)[:200]}). On Kubernetes run "
-                            "`make trino` (port-forward) first; on the local stack use --engine duckdb") from None
+            raise EngineGap(f"Trino is not reachable at {t.host}:{t.port} ({str(exc)[:200]}). On the local stack "
+                            "`lakehouse trino` starts it (or LAKEHOUSE_TRINO__START=always with `lakehouse stack up`); "
+                            "for a cluster's Trino, forward its port "
+                            f"(`kubectl -n lakehouse port-forward svc/trino {t.port}:8080`)") from None
         except trino.exceptions.TrinoQueryError as exc:
             raise EngineGap(f"Trino rejected the query: {exc.message}") from None
         return pa.Table.from_pylist([dict(zip(names, r)) for r in rows]) if rows else \

@@ -23,8 +23,6 @@ PORT_SHIFT = int(os.environ.get("LAKEHOUSE_TEST_PORT_SHIFT", "100"))
 @pytest.fixture(scope="session")
 def stack_env() -> Iterator[dict[str, str]]:
     env = side_by_side_env(REPO_ROOT / ".run-test", PORT_SHIFT)
-    # The suite restarts the broker and asserts nothing is lost: that needs the durable engine.
-    env["LAKEHOUSE_KAFKA__STORAGE"] = "s3"
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     yield env
@@ -67,3 +65,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "stack" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.stack)
+
+
+@pytest.fixture(scope="session")
+def trino(stack, settings):
+    """The stack's Trino 476 (an on-demand service: started here once for the session), as a query engine."""
+    from queries.trino_engine import TrinoEngine
+
+    stack.ensure("trino")
+    return TrinoEngine(settings)

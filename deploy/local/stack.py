@@ -26,12 +26,13 @@ from deploy.local.services.object_store import ObjectStore
 from deploy.local.services.postgres import Postgres
 from deploy.local.services.prometheus import Prometheus
 from deploy.local.services.query import QueryService
+from deploy.local.services.trino import Trino
 from lakehouse.settings import Settings
 
-#: dependency order: the broker stores its log in S3; the metastore needs PostgreSQL; the SQL service reads
-#: tables through the metastore and the object store
+#: dependency order: the metastore needs PostgreSQL; the SQL services read tables through the metastore and the
+#: object store
 SERVICE_TYPES: tuple[type[Service], ...] = (ObjectStore, Broker, Postgres, Metastore, MariaDB, Prometheus,
-                                            QueryService)
+                                            QueryService, Trino)
 
 Progress = Callable[[str], None]
 
@@ -44,6 +45,7 @@ class ServiceStatus:
     ready: bool
     memory_mb: float | None
     log: str
+    on_demand: bool = False  # not started by `up`: not running is its normal state until first use
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -102,7 +104,7 @@ class LocalStack:
         self.settings.run_dir.mkdir(parents=True, exist_ok=True)
         self.settings = ensure_credentials(self.settings)
         services = self.services()
-        pending = [svc for svc in services if self._running(svc) is None]
+        pending = [svc for svc in services if self._running(svc) is None and not svc.on_demand]
         for svc in pending:
             svc.check_binaries()
         ports: dict[str, int] = {}
@@ -118,7 +120,7 @@ class LocalStack:
         try:
             for svc in services:
                 if svc not in pending:
-                    progress(f"{svc.name}: already running")
+                    progress(f"{svc.name}: " + ("already running" if self._running(svc) else "starts on first use"))
                     continue
                 progress(f"{svc.name}: starting on port {svc.main_port}")
                 svc.data_dir.mkdir(parents=True, exist_ok=True)
@@ -166,6 +168,13 @@ class LocalStack:
         if record:
             processes.stop(record)
 
+    def crash_service(self, name: str) -> None:
+        """kill -9 one service (no chance to flush or close anything); its data stays as the crash left it."""
+        self.service(name)
+        record = processes.read_record(self.settings.run_dir, name)
+        if record:
+            processes.kill(record)
+
     def start_service(self, name: str) -> float:
         """Start one stopped service on its existing data; seconds until it is ready."""
         svc = self.service(name)
@@ -176,6 +185,24 @@ class LocalStack:
                                  user=user, cwd=svc.data_dir)
         took = self._wait_ready(svc, record)
         svc.bootstrap()
+        return took
+
+    def ensure(self, name: str, progress: Progress = _quiet) -> float:
+        """Start ``name`` (an on-demand service) unless it runs already; seconds it took (0 when running)."""
+        svc = self.service(name)
+        if self._running(svc) is not None:
+            return 0.0
+        processes.check_ports_free(svc.ports())
+        svc.check_binaries()
+        progress(f"{svc.name}: starting on port {svc.main_port}")
+        try:
+            took = self.start_service(name)
+        except BaseException:
+            if record := processes.read_record(self.settings.run_dir, name):
+                processes.stop(record)
+                processes.forget(self.settings.run_dir, name)
+            raise
+        progress(f"{svc.name}: ready in {took:.1f}s")
         return took
 
     def status(self) -> list[ServiceStatus]:
@@ -190,6 +217,7 @@ class LocalStack:
                     ready=bool(record) and svc.ready(),
                     memory_mb=round(processes.rss_mb(record), 1) if record else None,
                     log=str(svc.log_path),
+                    on_demand=svc.on_demand,
                 )
             )
         return rows

@@ -1,6 +1,7 @@
-"""`lakehouse bench query`: how long a question takes, the way a user asks it.
+"""`lakehouse bench query`: how long a question takes, the way a user asks it, per engine.
 
-Three figures, each the median of a few runs on the local stack:
+Three figures per engine (DuckDB, the local SQL service's; Trino 476, the card's), each the
+median of a few runs on the local stack, against the same table:
 
 - one-shot: ``lakehouse query --sql "SELECT count(*) ..."`` on the click table, as a new
   process (start-up, imports, catalog lookup, DuckDB, output);
@@ -34,6 +35,7 @@ ONE_SHOT_GOAL_S, SHELL_GOAL_S, LIBRARY_GOAL_S = 1.0, 0.3, 1.0
 
 @dataclass
 class QueryBenchResult:
+    engine: str
     rows: int
     deleted: int
     one_shot_s: float
@@ -87,25 +89,38 @@ def build_table(settings: Settings, rows: int, progress=print) -> tuple[Settings
     return s, deleted, written
 
 
-def run(settings: Settings, rows: int = 1_000_000, runs: int = 3, progress=print) -> QueryBenchResult:
+def run(settings: Settings, rows: int = 1_000_000, runs: int = 3, progress=print,
+        engines: tuple[str, ...] = ("duckdb",)) -> list[QueryBenchResult]:
+    if "trino" in engines:
+        # deferred: the local stack's services, only to start Trino on first use
+        from deploy.local.stack import LocalStack
+
+        LocalStack(settings).ensure("trino", progress=progress)
     s, deleted, written = build_table(settings, rows, progress)
-    count = f"SELECT count(*) AS n FROM {s.catalog.clicks_table}"
-    progress(f"one-shot `lakehouse query --sql \"{count}\"`, median of {runs}")
-    one_shot = _median_wall([sys.executable, "-m", "lakehouse", "query", "--sql", count, "--format", "csv"],
-                            child_env(s), runs)
-    session = open_session("duckdb", s)
-    session.execute(count)  # the session's first statement opens its connections: not a figure
-    shell = statistics.median(session.execute(count).seconds for _ in range(max(runs, 5)))
-    result = QueryBenchResult(rows, deleted, round(one_shot, 3), round(shell, 3))
+    results = [_one_engine(s, engine, rows, deleted, runs, progress) for engine in engines]
     wait = TIME_TRAVEL_S + 1 - (time.monotonic() - written)
     if wait > 0:  # the time-travel query reads the table as it was a minute ago: let it have a past
         progress(f"waiting {wait:.0f} s until the table is a minute old (the time-travel query)")
         time.sleep(wait)
-    for query in library.all_queries():
-        try:
-            times = [session.execute(query.template).seconds for _ in range(runs)]
-        except Exception as exc:  # noqa: BLE001 - a query that cannot run is reported, not fatal
-            progress(f"  {query.name}: failed ({str(exc).splitlines()[0][:120]})")
-            continue
-        result.library_s[query.name] = round(statistics.median(times), 3)
-    return result
+    for result in results:
+        session = open_session(result.engine, s)
+        session.execute("SELECT 1")  # the session's first statement opens its connections: not a figure
+        for query in library.all_queries():
+            try:
+                times = [session.execute(query.template).seconds for _ in range(runs)]
+            except Exception as exc:  # noqa: BLE001 - a query that cannot run is reported, not fatal
+                progress(f"  {result.engine} {query.name}: failed ({str(exc).splitlines()[0][:120]})")
+                continue
+            result.library_s[query.name] = round(statistics.median(times), 3)
+    return results
+
+
+def _one_engine(s: Settings, engine: str, rows: int, deleted: int, runs: int, progress) -> QueryBenchResult:
+    count = f"SELECT count(*) AS n FROM {s.catalog.clicks_table}"
+    progress(f"{engine}: one-shot `lakehouse query --engine {engine} --sql \"{count}\"`, median of {runs}")
+    one_shot = _median_wall([sys.executable, "-m", "lakehouse", "query", "--engine", engine, "--sql", count,
+                             "--format", "csv"], child_env(s), runs)
+    session = open_session(engine, s)
+    session.execute(count)  # the session's first statement opens its connections: not a figure
+    shell = statistics.median(session.execute(count).seconds for _ in range(max(runs, 5)))
+    return QueryBenchResult(engine, rows, deleted, round(one_shot, 3), round(shell, 3))

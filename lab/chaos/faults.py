@@ -2,7 +2,7 @@
 
 A fault runs until it is over (a process killed and restarted by the supervisor, a
 service back up, the disk freed) and may return a note for the table. Keys name them on
-the command line: ``kill:clicks``, ``restart:kafka``, ``outage:s3``, ``disk-full``,
+the command line: ``kill:clicks``, ``restart:kafka``, ``crash:kafka``, ``outage:s3``, ``disk-full``,
 ``clock``.
 """
 
@@ -62,6 +62,14 @@ def _restart(service: str) -> Fault:
     return Fault(f"restart:{service}", f"restart {service}", inject)
 
 
+def _crash(service: str) -> Fault:
+    def inject(ctx: Context) -> str:
+        ctx.stack.crash_service(service)
+        took = ctx.stack.start_service(service)
+        return f"kill -9, {service} back in {took:.1f}s"
+    return Fault(f"crash:{service}", f"kill -9 {service}, restart", inject)
+
+
 def _outage(service: str) -> Fault:
     def inject(ctx: Context) -> str:
         ctx.stack.stop_service(service)
@@ -117,10 +125,11 @@ def is_private_mount(path: Path) -> bool:
 def catalog() -> dict[str, Fault]:
     faults = [_kill(job) for job in JOBS]
     faults += [_restart(service) for service in ("kafka", "s3", "metastore", "postgres", "mariadb")]
-    faults += [_outage("s3"), _outage("metastore")]
+    faults += [_crash("kafka"), _outage("s3"), _outage("metastore")]
     faults += [Fault("disk-full", "disk nearly full", _disk_full), Fault("clock", "event clock +/-30 days", _clock)]
     return {f.key: f for f in faults}
 
 
 # The CI-sized subset: one of each kind of fault, the ones most likely to break exactly-once.
-CI_SUBSET = ("kill:clicks", "kill:cdc", "restart:kafka", "outage:s3", "outage:metastore", "disk-full", "clock")
+CI_SUBSET = ("kill:clicks", "kill:cdc", "restart:kafka", "crash:kafka", "outage:s3", "outage:metastore", "disk-full",
+             "clock")

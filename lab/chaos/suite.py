@@ -43,8 +43,7 @@ def chaos_stack(run_dir: Path, disk_mb: int = 4096, progress: Callable[[str], No
     its data dropped at the end; so is the tmpfs.
     """
 
-    # restart:kafka must lose nothing: the chaos stack's broker keeps its log in S3.
-    env = {**os.environ, **side_by_side_env(run_dir, CHAOS_PORT_SHIFT), "LAKEHOUSE_KAFKA__STORAGE": "s3"}
+    env = {**os.environ, **side_by_side_env(run_dir, CHAOS_PORT_SHIFT)}
     saved = dict(os.environ)
     os.environ.update(env)
     if os.path.ismount(run_dir):  # left by an interrupted run

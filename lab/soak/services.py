@@ -1,8 +1,7 @@
-"""The soak's own processes: its maintenance service and its private broker.
+"""The soak's own process: its maintenance service, beside the soak's writer as in production.
 
-Both run beside the soak's writer as real processes, as they would in production: the
-maintenance service is `lakehouse run maintain` (its own Spark application at its lower
-CPU priority), the broker a Tansu of the soak's own on the memory engine.
+The maintenance service is `lakehouse run maintain`: its own Spark application at its lower
+CPU priority.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.local.processes import free_port
-from deploy.local.services.broker import Broker
 from lab.bench.process_cpu import tree_cpu_seconds
 from lakehouse.settings import Settings
 from lakehouse.settings_env import settings_env
@@ -103,35 +101,6 @@ def maintenance_service(settings: Settings, log_path: Path) -> Iterator[Maintena
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-
-
-@contextmanager
-def private_broker(settings: Settings, log_path: Path) -> Iterator[Settings]:
-    """A Tansu broker of the soak's own, on its memory engine and a free loopback port.
-
-    The stack's broker stores its log in S3 and slows down as partitions grow (docs/local-stack.md,
-    "Broker durability"); an hour of load would measure the broker, not the tables.
-    """
-
-    port = free_port(settings.kafka.host)
-    s = settings.model_copy(deep=True)
-    s.kafka.port, s.kafka.storage = port, "memory"
-    broker = Broker(s)
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(broker.command(), stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **broker.env()})
-    try:
-        deadline = time.monotonic() + 30
-        while not broker.ready():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the soak's private broker did not start on port {port}: see {log_path}")
-            time.sleep(0.2)
-        yield s
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def histogram_sums(families) -> dict[str, tuple[float, float]]:

@@ -256,12 +256,15 @@ def system(
 def query(
     rows: Annotated[int, typer.Option(help="Rows of the click table made for the run (1 % then deleted).")] = 1_000_000,
     runs: Annotated[int, typer.Option(help="Runs per figure (the median is reported).")] = 3,
+    engines: Annotated[str, typer.Option(help="Comma-separated engines to time: duckdb, trino (Trino starts on "
+                                              "first use).")] = "duckdb,trino",
     record: Annotated[bool, typer.Option(help="Also append the figures as dated rows to docs/benchmarks.md.")] = False,
 ) -> None:
-    """How long a question takes: one-shot `lakehouse query`, a statement in `lakehouse sql`, each library query.
+    """How long a question takes, per engine: one-shot `lakehouse query`, a statement in `lakehouse sql`, each
+    library query.
 
-    Makes a click table of --rows rows with position deletes (Spark), then times a count(*)
-    as a new process and inside a running session, and every query in queries/sql in the
+    Makes a click table of --rows rows with position deletes (Spark), then, on each engine, times a
+    count(*) as a new process and inside a running session, and every query in queries/sql in the
     session. Goals: one-shot <= 1 s, in the shell <= 0.3 s, each library query <= 1 s.
     """
     import json
@@ -269,19 +272,28 @@ def query(
     from lab.bench.query import LIBRARY_GOAL_S, ONE_SHOT_GOAL_S, SHELL_GOAL_S, run
     from lab.bench.record import at_most
 
+    chosen = tuple(e.strip() for e in engines.split(",") if e.strip())
+    unknown = [e for e in chosen if e not in ("duckdb", "trino")]
+    if unknown or not chosen:
+        raise typer.BadParameter(f"engines are duckdb and trino, got {engines!r}", param_hint="--engines")
     settings = stack_settings_or_exit(*CLICK_STACK)
     with friendly_errors():
-        result = run(settings, rows, runs, progress=console.log)
+        results = run(settings, rows, runs, progress=console.log, engines=chosen)
     out = results_path("bench-query", ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result.as_dict(), indent=2))
-    command = f"bench query --rows {rows}"
-    figures = [at_most(command, "one-shot `lakehouse query` count(*), wall", result.one_shot_s, "s", ONE_SHOT_GOAL_S),
-               at_most(command, "count(*) in a running `lakehouse sql`", result.shell_s, "s", SHELL_GOAL_S)]
-    figures += [at_most(command, f"library query {name} in a running session", seconds, "s", LIBRARY_GOAL_S)
-                for name, seconds in result.library_s.items()]
-    print_figures(f"queries on {rows:,} clicks ({result.deleted:,} deleted), DuckDB, medians of {runs}",
-                  [(f.figure, f"{f.value:.2f} s ({'met' if f.met else 'NOT met'}: {f.goal})") for f in figures])
+    out.write_text(json.dumps([r.as_dict() for r in results], indent=2))
+    command = f"bench query --rows {rows} --engines {','.join(chosen)}"
+    figures = []
+    for result in results:
+        on = f" ({result.engine})"
+        part = [at_most(command, "one-shot `lakehouse query` count(*), wall" + on, result.one_shot_s, "s",
+                        ONE_SHOT_GOAL_S),
+                at_most(command, "count(*) in a running `lakehouse sql`" + on, result.shell_s, "s", SHELL_GOAL_S)]
+        part += [at_most(command, f"library query {name} in a running session{on}", seconds, "s", LIBRARY_GOAL_S)
+                 for name, seconds in result.library_s.items()]
+        print_figures(f"queries on {rows:,} clicks ({result.deleted:,} deleted), {result.engine}, medians of {runs}",
+                      [(f.figure, f"{f.value:.2f} s ({'met' if f.met else 'NOT met'}: {f.goal})") for f in part])
+        figures += part
     console.print(f"saved {out.relative_to(REPO_ROOT)}")
     if record:
         _record(figures)
@@ -324,34 +336,6 @@ def _record(figures) -> None:
 
     append_rows(figures)
     console.print(f"appended {len(figures)} rows to {BENCHMARKS_MD.relative_to(REPO_ROOT)}")
-
-
-@app.command()
-def broker(messages: Annotated[int, typer.Option(help="Messages per engine (about 200 bytes each).")] = 200_000) -> None:
-    """Produce/consume msg/s of the local broker: the stack's engine (memory unless kafka.storage=s3) vs a
-    temporary memory-engine broker."""
-    from lab.bench.broker import compare
-
-    with friendly_errors():
-        figures = compare(stack_settings_or_exit("kafka", "s3"), messages)
-    print_figures(f"local broker, {messages:,} messages of ~200 bytes, batched producer",
-                   [(f"{f.engine}: produce / consume msg/s", f"{f.produce_per_s:,.0f} / {f.consume_per_s:,.0f}")
-                    for f in figures])
-
-
-@app.command("broker-growth")
-def broker_growth(
-    batches: Annotated[int, typer.Option(help="Producer batches to store in the end (10 records each).")] = 8000,
-) -> None:
-    """Seconds for a fetch at a partition's tail as it stores more producer batches (the stack's broker)."""
-    from lab.bench.broker import fetch_cost_by_size
-
-    steps = tuple(n for n in (500, 1000, 2000, 4000, 8000, 16000, 32000) if n < batches) + (batches,)
-    settings = stack_settings_or_exit("kafka", "s3")
-    with friendly_errors():
-        figures = fetch_cost_by_size(settings.kafka.bootstrap, steps, progress=console.log)
-    print_figures(f"tail fetch on the stack's broker ({settings.kafka.storage} engine) by batches stored",
-                   [(f"{f.batches:,} batches", f"{f.fetch_s:.2f} s") for f in figures])
 
 
 @app.command()

@@ -28,9 +28,6 @@ def soak(
              "half the run) within --freshness-tolerance of the baseline's. Twice the time.")] = False,
     freshness_tolerance: Annotated[float | None, typer.Option(
         help="With --pair: how much later data may arrive with maintenance (default 0.10 = 10 %).")] = None,
-    broker: Annotated[str, typer.Option(help="'private': a memory-engine broker of the soak's own (default; the "
-                                             "stack's S3-engine broker slows down over long runs); 'stack': the "
-                                             "stack's broker.")] = "private",
 ) -> None:
     """Hours of steady load with maintenance on: do files, metadata, query latency and freshness stay flat?
 
@@ -41,22 +38,22 @@ def soak(
 
     Maintenance runs as `lakehouse run maintain` in a process of its own, at
     LAKEHOUSE_MAINTENANCE__NICE (its log: maintenance.log beside the results).
-    With --pair the baseline follows on a broker of its own and freshness-pair.png
-    shows both runs' freshness.
+    With --pair the baseline follows on a topic and tables of its own, and
+    freshness-pair.png shows both runs' freshness.
     """
     from lab.soak.compare import compare_freshness, steady_start_s
     from loadgen.run import parse_duration
 
-    settings = stack_settings_or_exit("s3", "metastore", *(("kafka",) if broker == "stack" else ()))
+    settings = stack_settings_or_exit("s3", "metastore", "kafka")
     try:
         seconds, interval = parse_duration(duration), parse_duration(every)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     if pair and not maintenance:
         raise typer.BadParameter("--pair runs the baseline itself after the run with maintenance: drop --no-maintenance")
-    results = [_soak_once(settings, rate, seconds, interval, drift, maintenance, broker)]
+    results = [_soak_once(settings, rate, seconds, interval, drift, maintenance)]
     if pair:
-        results.append(_soak_once(settings, rate, seconds, interval, drift, False, broker))
+        results.append(_soak_once(settings, rate, seconds, interval, drift, False))
     failures = [f for r in results for f in r.failures]
     if pair:
         verdict = compare_freshness(results[0].samples, results[1].samples,
@@ -71,13 +68,10 @@ def soak(
         raise typer.Exit(1)
 
 
-def _soak_once(settings, rate: float, seconds: float, interval: float, drift: float, maintenance: bool, broker: str):
-    """One soak on a broker of its own (or the stack's), its figures printed and its report written."""
-    from contextlib import nullcontext
-
+def _soak_once(settings, rate: float, seconds: float, interval: float, drift: float, maintenance: bool):
+    """One soak on a topic and tables of its own, its figures printed and its report written."""
     from lab.soak.run import run_soak
     from lab.soak.samples import MAX_FILES_PER_PARTITION
-    from lab.soak.services import private_broker
     from pipeline.metrics import serve
 
     out = results_path("soak")
@@ -85,8 +79,7 @@ def _soak_once(settings, rate: float, seconds: float, interval: float, drift: fl
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)
         out.mkdir(parents=True, exist_ok=True)
-        with private_broker(settings, out / "broker.log") if broker == "private" else nullcontext(settings) as s:
-            result = run_soak(s, rate, seconds, interval, out, drift, progress=console.log, maintenance=maintenance)
+        result = run_soak(settings, rate, seconds, interval, out, drift, progress=console.log, maintenance=maintenance)
     first, last = result.samples[0], result.samples[-1]
     print_figures(f"soak: {rate:,.0f} events/s for {seconds / 60:.0f} min, maintenance {'on' if maintenance else 'OFF'}", [
         ("events produced", f"{result.produced:,}"),

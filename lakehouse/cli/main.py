@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from lakehouse.cli import bench, chaos, config, contract, load, query, run, sql, stack
+from lakehouse.cli import bench, chaos, config, contract, load, query, run, sql, stack, trino
 
 app = typer.Typer(
     help=(
@@ -26,6 +26,7 @@ app.command(name="load")(load.load)
 app.command(name="query")(query.query)
 app.command(name="sql")(sql.sql)
 app.command(name="chaos")(chaos.chaos)
+app.command(name="trino", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(trino.trino)
 
 
 
@@ -74,6 +75,10 @@ def demo(
         ("rows in the click table (all runs)", f"{summary.valid_rows:,}"),
         ("rows in the dead-letter table (all runs)", f"{summary.dead_rows:,}"),
         ("click table schema changes", "; ".join(summary.schema_changes) or "none (had deviceType)"),
+        ("Trino: seed session rows (use ods_behavior; select * from clickevent limit 100)",
+         f"{len(summary.trino_session.rows)}" if summary.trino_session else "-"),
+        ("Trino: product 1's price now", ", ".join(r[-1] for r in summary.trino_price.rows)
+         if summary.trino_price else "-"),
     ] + [(f"freshness of the {f.name} p50 / p95 / p99 (goal p95 <= {f.goal_s:g} s)",
           f"{f.p50_s:.1f}s / {f.p95_s:.1f}s / {f.p99_s:.1f}s") for f in summary.freshness]:
         table.add_row(name, value)

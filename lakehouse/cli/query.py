@@ -54,6 +54,10 @@ def query(
     except KeyError as exc:
         raise typer.BadParameter(str(exc.args[0]), param_hint="NAME") from None
     settings = settings_or_exit()
+    if engine == "trino":
+        from lakehouse.cli.trino import ensure_local_trino
+
+        ensure_local_trino(settings)
     if show_sql:
         console.print(library.render(chosen.template, settings), style="dim")
     try:

@@ -47,6 +47,10 @@ def sql(
         raise typer.BadParameter(f"unknown format {fmt!r}; choose one of {', '.join(output.FORMATS)}",
                                  param_hint="--format")
     settings = settings_or_exit()
+    if engine == "trino":
+        from lakehouse.cli.trino import ensure_local_trino
+
+        ensure_local_trino(settings)
     script = file.read_text() if file else execute if execute is not None else \
         None if sys.stdin.isatty() else sys.stdin.read()
     with console.status(f"connecting to {engine}..."):

@@ -21,8 +21,9 @@ def _stack():
 
 @app.command()
 def up() -> None:
-    """Start S3, Kafka, PostgreSQL, the metastore, MariaDB and Prometheus (idempotent).
+    """Start S3, Kafka, PostgreSQL, the metastore, MariaDB, Prometheus and the SQL service (idempotent).
 
+    Trino starts on first use (`lakehouse trino`) unless LAKEHOUSE_TRINO__START=always.
     Ports are checked first; if anything fails, whatever this call started is stopped.
     """
     stack = _stack()
@@ -47,7 +48,8 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
     with friendly_errors():
         rows = _stack().status()
     if as_json:
-        print_json({"services": [r.as_dict() for r in rows], "all_ready": all(r.ready for r in rows)})
+        print_json({"services": [r.as_dict() for r in rows],
+                    "all_ready": all(r.ready for r in rows if r.pid or not r.on_demand)})
         return
     _print_status(rows)
 
@@ -57,7 +59,8 @@ def _print_status(rows) -> None:
     for col in ("service", "pid", "port", "ready", "memory (MiB)"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r.service, str(r.pid or "-"), str(r.port), "[green]yes[/]" if r.ready else "[red]no[/]",
+        state = ("[green]yes[/]" if r.ready else "[red]no[/]") if r.pid or not r.on_demand else "on first use"
+        table.add_row(r.service, str(r.pid or "-"), str(r.port), state,
                       f"{r.memory_mb:.0f}" if r.memory_mb is not None else "-")
     total = sum(r.memory_mb or 0 for r in rows)
     table.caption = f"total memory {total:.0f} MiB"

@@ -305,8 +305,8 @@ class Capture:
                 log.error("capture interrupted (%s: %s); resuming from the last checkpoint in %.0fs",
                           type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "", delay)
                 self.failures.clear()
-                # A fresh producer id: after an outage the broker may have fenced the old one for good
-                # (Tansu answers PRODUCER_FENCED to an idempotent producer after its S3 store came back).
+                # A fresh producer: what the old one still held is purged (the capture resumes from its
+                # last checkpoint and sends it again, once), and a producer id a restarted broker fenced is gone.
                 self.producer.purge()
                 self.producer = self._new_producer()
                 stop.wait(delay)

@@ -6,7 +6,7 @@ commit, the table itself says exactly how far it has consumed. Snapshots written
 others (compaction, expiry) carry no offsets, so the newest ancestor that has them wins.
 
 Offsets mean something only within one life of a topic: a topic deleted and created
-again, or every topic of an in-memory broker after it restarts, is a new log that starts
+again (or every topic of a broker whose log folder was wiped) is a new log that starts
 at offset 0. So the same commit also records each topic's id
 (``lakehouse.kafka-topic-ids``, Kafka's topic UUID), and the planner reads a topic whose
 id changed from its start instead of taking the old offsets as a position in it.

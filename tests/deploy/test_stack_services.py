@@ -10,10 +10,10 @@ import psutil
 
 from deploy.local import processes
 
-SERVICES = {"s3", "kafka", "postgres", "metastore", "mariadb", "prometheus", "query"}
+SERVICES = {"s3", "kafka", "postgres", "metastore", "mariadb", "prometheus", "query", "trino"}
 
 
-def test_every_service_is_ready_with_a_live_pid(stack):
+def test_every_service_is_ready_with_a_live_pid(stack, trino):
     rows = stack.status()
     assert {r.service for r in rows} == SERVICES
     for row in rows:
@@ -22,7 +22,7 @@ def test_every_service_is_ready_with_a_live_pid(stack):
         assert row.memory_mb and row.memory_mb > 1
 
 
-def test_every_listening_socket_is_loopback_only(stack):
+def test_every_listening_socket_is_loopback_only(stack, trino):
     for service in stack.services():
         record = processes.read_record(stack.settings.run_dir, service.name)
         proc = psutil.Process(record.pid)
@@ -33,14 +33,14 @@ def test_every_listening_socket_is_loopback_only(stack):
             assert conn.laddr.ip in ("127.0.0.1", "::1"), f"{service.name} listens on {conn.laddr}"
 
 
-def test_status_json_is_stable_and_true(stack):
+def test_status_json_is_stable_and_true(stack, trino):
     out = subprocess.run([sys.executable, "-m", "lakehouse.cli.main", "stack", "status", "--json"],
                          capture_output=True, text=True, check=True)
     data = json.loads(out.stdout)
     assert data["all_ready"] is True
     assert {s["service"] for s in data["services"]} == SERVICES
     for entry in data["services"]:
-        assert set(entry) == {"service", "pid", "port", "ready", "memory_mb", "log"}
+        assert set(entry) == {"service", "pid", "port", "ready", "memory_mb", "log", "on_demand"}
     ports = {s["service"]: s["port"] for s in data["services"]}
     assert ports["kafka"] == stack.settings.kafka.port
     assert ports["metastore"] == stack.settings.metastore.port

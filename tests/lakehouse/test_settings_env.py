@@ -30,7 +30,7 @@ def _child_settings(env: dict[str, str]) -> dict:
 def test_a_child_process_resolves_the_same_settings():
     s = declared_settings()
     s.catalog.clicks_table = "soak.clickevent_1"
-    s.kafka.port, s.kafka.storage = 23456, "memory"
+    s.kafka.port, s.kafka.heap_mb = 23456, 768
     s.maintenance.interval_seconds, s.maintenance.nice = 30.0, 5
     s.metrics.maintenance_port = 23457
     s.s3.secret_key = SecretStr("not-a-default")

@@ -9,10 +9,11 @@ import time
 import pytest
 
 from deploy.local.services.mariadb import connect as mariadb_connect
+from lab.reconcile import trino_rows
 from pipeline.cdc.apply import DimensionApplyJob
 from pipeline.cdc.capture import Capture, SchemaChangeError, read_checkpoint
 from tests.deploy.test_roundtrips import consume_all
-from tests.pipeline.cdc_support import isolated_cdc_settings, lake_rows, wait_equal
+from tests.pipeline.cdc_support import isolated_cdc_settings, lake_rows, source_rows, wait_equal
 
 
 @pytest.fixture
@@ -67,6 +68,31 @@ def test_snapshot_then_seed_scenario_visible_within_seconds(spark, cdc, capture)
         assert members["555655"][3] == 2
     finally:
         job.close()
+    assert not capture
+
+
+def test_every_reader_sees_the_source_after_upserts_and_deletes(spark, cdc, capture, trino):
+    """Inserts, updates, deletes, a key deleted and inserted again in one transaction and across two:
+    Spark and Trino (through the shared metastore) both return exactly the MariaDB state."""
+    job = DimensionApplyJob(spark, cdc)
+    try:
+        wait_equal(spark, cdc, 60, drain=job.run_once)
+        execute(cdc, "INSERT INTO products (productId, name, description, product_price) VALUES ('t1', 'a', 'b', 1.5)",
+                "UPDATE products SET product_price = 2.25 WHERE productId = '2'",
+                "DELETE FROM products WHERE productId = '3'",
+                "UPDATE user_member SET memberLevel = 4 WHERE userid = '10952'",
+                "DELETE FROM user_member WHERE userid = '513248'")
+        wait_equal(spark, cdc, 60, drain=job.run_once)
+        execute(cdc, "BEGIN", "DELETE FROM products WHERE productId = 't1'",
+                "INSERT INTO products (productId, name, description, product_price) VALUES ('t1', 'again', 'c', 3)",
+                "COMMIT")
+        execute(cdc, "INSERT INTO user_member (userid, name, memberLevel) VALUES ('513248', 'back', 1)")
+        wait_equal(spark, cdc, 60, drain=job.run_once)
+    finally:
+        job.close()
+    source = source_rows(cdc)
+    assert trino_rows(cdc) == source == lake_rows(spark, cdc)
+    assert {r[0]: r[1] for r in source["products"]}["t1"] == "again" and "3" not in {r[0] for r in source["products"]}
     assert not capture
 
 

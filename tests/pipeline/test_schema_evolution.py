@@ -23,6 +23,7 @@ from pipeline import metrics
 from pipeline.clicks.evolving_batch import HISTORY_PROPERTY
 from pipeline.clicks.job import ClickIngestJob
 from queries.duckdb_engine import DuckDBEngine
+from queries.trino_engine import TrinoEngine
 from tests.pipeline.looping import Looping
 from tests.pipeline.test_aggregates import Running, matches
 from tests.pipeline.test_click_faults import wait_for
@@ -89,7 +90,7 @@ def with_aggregates(click_settings):
     return click_settings
 
 
-def test_new_fields_become_columns_in_the_batch_that_brings_them(spark, with_aggregates, producer):
+def test_new_fields_become_columns_in_the_batch_that_brings_them(spark, with_aggregates, producer, trino):
     """500 events without the fields, 500 with deviceType and appVersion; then a widening, wrong types, compaction."""
     click_settings = with_aggregates
     table = click_settings.catalog.clicks_table
@@ -138,10 +139,14 @@ def test_new_fields_become_columns_in_the_batch_that_brings_them(spark, with_agg
     assert changes_counted(table, "added") - added_before == 2
 
     # the other engines see the new column, old rows null
-    by_device = DuckDBEngine(click_settings).run(
-        f"SELECT deviceType, count(*) AS n FROM {table} GROUP BY deviceType ORDER BY deviceType NULLS FIRST")
-    assert by_device.to_pylist() == [{"deviceType": None, "n": 600}, {"deviceType": "android", "n": 500},
-                                     {"deviceType": "ios", "n": 50}]
+    query = f"SELECT deviceType, count(*) AS n FROM {table} GROUP BY deviceType ORDER BY deviceType NULLS FIRST"
+    expected = [(None, 600), ("android", 500), ("ios", 50)]
+    for engine in (DuckDBEngine(click_settings), TrinoEngine(click_settings)):
+        assert [tuple(r.values()) for r in engine.run(query).to_pylist()] == expected, engine.name
+    widened = TrinoEngine(click_settings).run(f"SELECT max(appVersion) AS v FROM {table}").to_pylist()
+    assert widened == [{"v": 3_000_000_000}], "Trino reads the widened column as bigint"
+    dead = TrinoEngine(click_settings).run(f"SELECT count(*) AS n FROM {click_settings.catalog.dead_letter_table}")
+    assert dead.to_pylist() == [{"n": 15}]
 
 
 @pytest.mark.parametrize("policy", ["strict", "ignore"])

@@ -76,5 +76,5 @@ def test_unknown_placeholders_and_bad_sql_are_named():
 def test_trino_unreachable_says_how_to_fix_it():
     s = Settings()
     s.trino.port = 1  # nothing listens there
-    with pytest.raises(EngineGap, match="make trino"):
+    with pytest.raises(EngineGap, match="`lakehouse trino` starts it"):
         TrinoEngine(s).run("SELECT 1 AS one")

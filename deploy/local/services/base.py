@@ -21,6 +21,8 @@ class Service(ABC):
     startup_timeout: float = 60.0
     #: run as an unprivileged user when we are root (servers that refuse root)
     needs_unprivileged_user: bool = False
+    #: left out of ``up``; started by the first command that needs it (``LocalStack.ensure``)
+    on_demand: bool = False
 
     def __init__(self, settings: Settings):
         self.settings = settings

@@ -1,68 +1,129 @@
-"""Tansu, the Kafka-protocol broker of the local stack.
+"""Apache Kafka, the local stack's broker: one KRaft node (broker and controller) on 127.0.0.1.
 
-Durable by default: the 's3' engine keeps topic data in the stack's object store, so a
-broker restart loses nothing. The 'memory' engine is faster and forgets everything on
-restart (LAKEHOUSE_KAFKA__STORAGE=memory); see docs/local-stack.md, 'Broker durability', for measured figures.
+The same release as the cluster's Strimzi Kafka (the ``kafka`` profile of deploy/jvm/pom.xml),
+its log on disk in the stack's data folder, so a restart, or a kill -9, keeps every
+acknowledged record. The node's storage is formatted once, on first start
+(``StorageTool format --standalone``); later starts find it formatted and recover the log.
+Topics, partitions and their configs come from the settings, as the cluster's KafkaTopic
+resources do.
 """
 
 from __future__ import annotations
 
+import base64
+import subprocess
+import uuid
+
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from deploy.local.binaries import tool
+from deploy.local.binaries import java_binary
+from deploy.local.processes import StackError
 from deploy.local.services.base import Service
+from deploy.maven import pins_of, profile_dir
 from lakehouse import kafka_clients
-from lakehouse.settings import Settings, secret
+from lakehouse.settings import Settings
+
+#: log4j2 config: the broker writes to stdout, which the stack sends to logs/kafka.log
+LOG4J2 = """\
+status = error
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = out
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.controller.name = org.apache.kafka.controller
+logger.controller.level = WARN
+"""
 
 
 def admin_client(settings: Settings) -> AdminClient:
     return kafka_clients.admin(settings.kafka.bootstrap, {"socket.timeout.ms": 5000}, log_level=kafka_clients.SILENT)
 
 
+def server_properties(settings: Settings, log_dir: str) -> dict[str, str]:
+    """A single combined node: every internal topic with one replica, new groups answered at once."""
+    k = settings.kafka
+    controller = f"{k.host}:{k.controller_port}"
+    return {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.bootstrap.servers": controller,
+        "listeners": f"PLAINTEXT://{k.host}:{k.port},CONTROLLER://{controller}",
+        "advertised.listeners": f"PLAINTEXT://{k.host}:{k.port},CONTROLLER://{controller}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": log_dir,
+        "num.partitions": "1",
+        "auto.create.topics.enable": "false",  # topics come from the settings, never from a typo
+        "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+    }
+
+
 class Broker(Service):
     name = "kafka"
-    startup_timeout = 30.0
+    startup_timeout = 60.0
 
     def ports(self) -> dict[str, int]:
-        return {"kafka": self.settings.kafka.port}
+        return {"kafka": self.settings.kafka.port, "kafka-controller": self.settings.kafka.controller_port}
+
+    @property
+    def classpath(self) -> str:
+        folder = profile_dir(self.settings.tools_dir, "kafka")
+        if not all((folder / name).is_file() for name in pins_of("kafka")):
+            raise StackError(f"the Kafka broker's jars are missing from {folder}: run `make install` "
+                             "(it resolves deploy/jvm/pom.xml's kafka profile from Maven Central)")
+        return f"{folder}/*"
+
+    @property
+    def properties_path(self):
+        return self.config_dir / "server.properties"
+
+    def _java(self, main: str, *args: str, heap_mb: int) -> list[str]:
+        return [str(java_binary()), f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={self.config_dir / 'log4j2.properties'}",
+                "-cp", self.classpath, main, *args]
+
+    def prepare(self, user: str | None) -> None:
+        """Write the configs from the settings (every start: a changed port takes effect); format the log once."""
+        self.config_dir.mkdir(parents=True, exist_ok=True)
+        props = server_properties(self.settings, str(self.data_dir / "log"))
+        self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        (self.config_dir / "log4j2.properties").write_text(LOG4J2)
+        if (self.data_dir / "log" / "meta.properties").exists():
+            return
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        command = self._java("kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id,
+                             "-c", str(self.properties_path), heap_mb=256)
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise StackError(f"formatting Kafka's log folder {self.data_dir / 'log'} failed:\n"
+                             f"{(done.stdout + done.stderr).strip()[-1500:]}")
 
     def command(self) -> list[str]:
-        k = self.settings.kafka
-        url = f"tcp://{k.host}:{k.port}"
-        engine = f"s3://{k.storage_bucket}/" if k.storage == "s3" else "memory://tansu/"
-        return [
-            str(tool(self.settings.tools_dir, "tansu")),
-            "broker",
-            "--listener-url", url,
-            "--advertised-listener-url", url,
-            "--storage-engine", engine,
-        ]
-
-    def env(self) -> dict[str, str]:
-        if self.settings.kafka.storage != "s3":
-            return {}
-        s3 = self.settings.s3
-        return {
-            "AWS_ACCESS_KEY_ID": secret(s3.access_key, "s3.access_key"),
-            "AWS_SECRET_ACCESS_KEY": secret(s3.secret_key, "s3.secret_key"),
-            "AWS_ENDPOINT": s3.endpoint,
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_DEFAULT_REGION": s3.region,
-            "RUST_LOG": "warn",
-        }
+        return self._java("kafka.Kafka", str(self.properties_path), heap_mb=self.settings.kafka.heap_mb)
 
     def ready(self) -> bool:
         try:
-            admin_client(self.settings).list_topics(timeout=2)
-            return True
+            return bool(admin_client(self.settings).list_topics(timeout=2).brokers)
         except KafkaException:
             return False
 
     def bootstrap(self) -> None:
         admin = admin_client(self.settings)
         existing = admin.list_topics(timeout=10).topics
-        new = [NewTopic(name, num_partitions=n, replication_factor=1)
+        configs = self.settings.topic_configs()
+        new = [NewTopic(name, num_partitions=n, replication_factor=1,
+                        config={k: str(v) for k, v in configs[name].items()})
                for name, n in self.settings.topics().items() if name not in existing]
         if not new:
             return

@@ -115,6 +115,5 @@ class ObjectStore(Service):
     def bootstrap(self) -> None:
         client = s3_client(self.settings)
         existing = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
-        for bucket in (self.settings.s3.warehouse_bucket, self.settings.kafka.storage_bucket):
-            if bucket not in existing:
-                client.create_bucket(Bucket=bucket)
+        if self.settings.s3.warehouse_bucket not in existing:
+            client.create_bucket(Bucket=self.settings.s3.warehouse_bucket)
