@@ -31,12 +31,14 @@ def scrape_config(settings: Settings) -> dict[str, Any]:
 EXPORTER_LABEL = "lakehouse.io/exporter"
 
 
-def kubernetes_scrape_config(settings: Settings, namespace: str, kafka_cluster: str) -> dict[str, Any]:
-    """Prometheus config for Kubernetes: pods found by the API, one job per exporter.
+def kubernetes_scrape_config(settings: Settings, namespace: str, kafka_cluster: str,
+                             exporters: dict[str, int]) -> dict[str, Any]:
+    """Prometheus config for Kubernetes: pods found by the API, one job per exporter a pod carries.
 
     A pod opts in with the label ``lakehouse.io/exporter: <exporter>``; the port comes from
-    settings, so no manifest restates it. Strimzi's Kafka pods are scraped on their metrics
-    reporter port.
+    settings, so no manifest restates it. ``exporters`` are the ones the cluster runs as pods of
+    their own (a job without targets would only ever show an empty target list). Strimzi's Kafka
+    pods are scraped on their metrics reporter port.
     """
     interval = f"{settings.prometheus.scrape_interval_seconds}s"
     label = "__meta_kubernetes_pod_label_" + EXPORTER_LABEL.replace(".", "_").replace("/", "_")
@@ -53,7 +55,7 @@ def kubernetes_scrape_config(settings: Settings, namespace: str, kafka_cluster: 
         }
 
     jobs = [{"job_name": "prometheus", "static_configs": [{"targets": [f"localhost:{settings.prometheus.port}"]}]}]
-    for job, port in settings.metrics.exporters().items():
+    for job, port in exporters.items():
         jobs.append(pod_job(job, [{"source_labels": [label], "regex": job, "action": "keep"}], port))
     # The broker pods only: Strimzi's entity operator carries strimzi.io/kind=Kafka too, but no exporter,
     # so keeping it would show a down target and fire the broker-down alert for ever.

@@ -21,12 +21,12 @@ from rich.console import Console
 
 from lab.bench.cdc import start_capture, start_job_process
 from lab.bench.ingest import committed_total
+from lakehouse import kafka_clients
 from lakehouse.settings import Settings
 from pipeline.app import run_job
 from pipeline.cdc.apply import DimensionApplyJob
 from pipeline.cdc.capture import read_checkpoint
 from pipeline.clicks.job import ClickIngestJob
-from pipeline.kafka_source.planner import records_in_topic
 from pipeline.spark_session import build_session
 
 #: what the whole system needs of the local stack
@@ -92,7 +92,7 @@ class RunningSystem:
 
     def produced(self) -> int:
         """Records in the click topic so far (what the load generator delivered)."""
-        return records_in_topic(self.settings.kafka.bootstrap, self.settings.kafka.clicks_topic)
+        return kafka_clients.records_in_topic(self.settings.kafka.bootstrap, self.settings.kafka.clicks_topic)
 
     def failed(self) -> str | None:
         """The first job error, or the capture's exit, if anything stopped."""

@@ -17,10 +17,11 @@ away (readiness checks, the chaos suite's fault windows) and learn it from the A
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 ERRORS = 3
 SILENT = 0
@@ -52,3 +53,55 @@ def producer(bootstrap: str, linger_ms: int, extra: dict[str, Any] | None = None
 
 def admin(bootstrap: str, extra: dict[str, Any] | None = None, log_level: int = ERRORS) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap, "log_level": log_level, **(extra or {})})
+
+
+def retriable(exc: KafkaException) -> bool:
+    """An error Kafka says will pass (a partition whose leader is being elected, just after its topic was
+    created or its broker restarted): worth asking again shortly, never a reason to give up."""
+    error = exc.args[0] if exc.args else None
+    return bool(getattr(error, "retriable", lambda: False)())
+
+
+def list_offsets(client: AdminClient, partitions: list[tuple[str, int]], spec: OffsetSpec,
+                 timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+    """Each partition's offset of ``spec`` (read-committed), asked again while Kafka answers a retriable error."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        request = {TopicPartition(topic, part): spec for topic, part in partitions}
+        futures = client.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
+                                      request_timeout=timeout_s)
+        try:
+            return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
+        except KafkaException as exc:
+            if not retriable(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def wait_for_leaders(client: AdminClient, topics: list[str], timeout_s: float = 30.0) -> None:
+    """Return once every partition of ``topics`` has a leader (a topic just created has none for a moment)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        meta = client.list_topics(timeout=timeout_s)
+        waiting = [t for t in topics if t not in meta.topics or meta.topics[t].error is not None
+                   or any(p.leader < 0 for p in meta.topics[t].partitions.values())]
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topics {waiting} have partitions without a leader after {timeout_s:.0f} s")
+        time.sleep(0.1)
+
+
+def end_offsets(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
+    """Each partition's end (its last stable offset, read-committed): how far the topic's log reaches now."""
+    client = admin(bootstrap)
+    meta = client.list_topics(topic, timeout=timeout_s)
+    if topic not in meta.topics or meta.topics[topic].error is not None:
+        raise RuntimeError(f"topic {topic!r} does not exist on {bootstrap}")
+    ends = list_offsets(client, [(topic, p) for p in meta.topics[topic].partitions], OffsetSpec.latest(), timeout_s)
+    return {part: offset for (_, part), offset in ends.items()}
+
+
+def records_in_topic(bootstrap: str, topic: str) -> int:
+    """Records a topic holds so far (the sum of its partitions' ends): what really reached Kafka."""
+    return sum(end_offsets(bootstrap, topic).values())

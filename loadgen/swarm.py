@@ -2,7 +2,10 @@
 
 `make load RATE=... DURATION=...` runs this inside the master pod. It asks the master's
 web API for a swarm at the given total event rate (the master splits it over its
-workers), lets Locust stop it after the run time, then prints what was delivered.
+workers), lets Locust stop it after the run time, then prints what was delivered: how far
+the click topic's end offsets moved, read from Kafka once they stopped moving. Locust's own
+count is printed beside it, but not trusted: its master reads the workers' stats every few
+seconds, so at the first "stopped" state it can still miss the last ones.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import time
 import urllib.parse
 import urllib.request
 
+from lakehouse import kafka_clients
+from lakehouse.settings import load_settings
 from loadgen.run import parse_duration
 
 
@@ -38,6 +43,19 @@ def _wait_for_workers(master: str, expected: int, timeout_s: float = 120.0) -> N
         time.sleep(2)
 
 
+def settled_records(bootstrap: str, topic: str, quiet_s: float = 3.0, timeout_s: float = 60.0) -> int:
+    """The topic's records once its end offsets have not moved for ``quiet_s`` (the last batches landed)."""
+    last, since, deadline = -1, time.monotonic(), time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        now = kafka_clients.records_in_topic(bootstrap, topic)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return now
+        time.sleep(0.5)
+    return last
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Run a bounded load through the Locust master's web API.")
     parser.add_argument("--rate", type=float, required=True, help="total ClickEvents/s over all workers")
@@ -49,7 +67,9 @@ def main() -> None:
     parser.add_argument("--wait-workers", type=float, default=120.0, help="seconds to wait for them")
     args = parser.parse_args()
     seconds = parse_duration(args.duration)
+    kafka = load_settings().kafka
     _wait_for_workers(args.master, args.workers, args.wait_workers)
+    before = settled_records(kafka.bootstrap, kafka.clicks_topic)
     _post(f"{args.master}/swarm", {
         "user_count": str(args.users), "spawn_rate": str(args.users), "run_time": f"{int(seconds)}s",
         "event_rate": str(args.rate), "bad_share": str(args.bad_share),
@@ -65,7 +85,9 @@ def main() -> None:
         if stats.get("state") in ("stopped", "ready"):
             break
     total = next((s for s in stats.get("stats", []) if s.get("name") == "Aggregated"), {})
-    print(f"delivered {total.get('num_requests', 0) - total.get('num_failures', 0):,} events, "
+    delivered = settled_records(kafka.bootstrap, kafka.clicks_topic) - before
+    print(f"delivered {delivered:,} events (the end offsets of {kafka.clicks_topic} moved by that much); Locust "
+          f"counted {total.get('num_requests', 0) - total.get('num_failures', 0):,}, "
           f"{total.get('num_failures', 0):,} failed")
 
 

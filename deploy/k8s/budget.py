@@ -11,7 +11,14 @@ here from the rendered manifests:
   the driver and each executor, as Spark sizes their pods: ``coreRequest`` (else ``cores``)
   CPU, and ``memory`` plus ``memoryOverhead`` (else Spark's default for a Python app,
   40 % of the memory, at least 384 MiB);
-- the operators themselves, from the requests `make up` sets on their charts (``OPERATORS``).
+- the operators themselves, from the requests `make up` sets on their charts (``OPERATORS``);
+- what the node runs before any of ours: kind's kube-system pods (``KUBE_SYSTEM``, the requests
+  of kind v0.27's control plane, CoreDNS and kindnet) and the memory the kubelet keeps back from
+  allocatable (``KUBELET_RESERVED``: the default hard-eviction threshold, since kind sets no
+  system- or kube-reserved).
+
+All of it at once is the busiest time of day: the nightly batch's ScheduledSparkApplication
+runs while everything else keeps running.
 """
 
 from __future__ import annotations
@@ -25,6 +32,11 @@ NODE_BUDGET = (6.0, 12 * 1024 * MI)
 #: what up.sh's helm flags request for the operators' own pods (CPU cores, bytes)
 OPERATORS = {"strimzi-cluster-operator": (0.1, 384 * MI), "spark-operator-controller": (0.05, 128 * MI),
              "spark-operator-webhook": (0.05, 64 * MI)}
+#: kube-system's requests on a kind node (kind v0.27.0, Kubernetes 1.32): CPU cores, bytes
+KUBE_SYSTEM = {"kube-apiserver": (0.25, 0), "kube-controller-manager": (0.2, 0), "kube-scheduler": (0.1, 0),
+               "etcd": (0.1, 100 * MI), "coredns x2": (0.2, 2 * 70 * MI), "kindnet": (0.1, 50 * MI)}
+#: memory the kubelet withholds from allocatable: evictionHard memory.available (default 100Mi)
+KUBELET_RESERVED = (0.0, 100 * MI)
 #: Spark on Kubernetes: memory overhead of a non-JVM (Python) application's pods, and its floor
 PYTHON_OVERHEAD_FACTOR, OVERHEAD_FLOOR = 0.4, 384 * MI
 
@@ -71,7 +83,9 @@ def _spark_pod(role: dict) -> tuple[float, int]:
 
 
 def requests(docs: list[dict]) -> list[Request]:
-    out = [Request(f"operator/{name}", c, m) for name, (c, m) in OPERATORS.items()]
+    out = [Request(f"kube-system/{name}", c, m) for name, (c, m) in KUBE_SYSTEM.items()]
+    out.append(Request("kubelet/eviction-reserve", *KUBELET_RESERVED))
+    out += [Request(f"operator/{name}", c, m) for name, (c, m) in OPERATORS.items()]
     for doc in docs:
         kind, name, spec = doc["kind"], doc["metadata"]["name"], doc.get("spec", {})
         if kind in ("Deployment", "StatefulSet", "Job"):

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from deploy.grafana import dashboards
-from deploy.k8s.profile import KAFKA_CLUSTER, NAMESPACE, STATE_DIR, cluster_settings, settings_env
+from deploy.k8s.profile import KAFKA_CLUSTER, NAMESPACE, STATE_DIR, cluster_exporters, cluster_settings, settings_env
 from deploy.metastore import site_properties, site_xml
 from deploy.prometheus_config import EXPORTER_LABEL, RULES_FILE, kubernetes_scrape_config
 from deploy.prometheus_rules import rules
@@ -82,7 +82,7 @@ def mysql_server_config(settings: Settings) -> str:
 
 def scrape_policy(settings: Settings) -> dict:
     """Prometheus may reach every exporter pod, on exactly the exporter ports of the settings."""
-    ports = sorted(set(settings.metrics.exporters().values()))
+    ports = sorted(set(cluster_exporters(settings).values()))
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -113,7 +113,7 @@ def files(settings: Settings) -> dict[str, str]:
     for name, resource in kafka_topics(settings).items():
         out[name] = f"# {HEADER}\n" + yaml.safe_dump(resource, sort_keys=False)
     out["prometheus.yml"] = f"# {HEADER}\n" + yaml.safe_dump(
-        kubernetes_scrape_config(settings, NAMESPACE, KAFKA_CLUSTER), sort_keys=False)
+        kubernetes_scrape_config(settings, NAMESPACE, KAFKA_CLUSTER, cluster_exporters(settings)), sort_keys=False)
     out[RULES_FILE] = f"# {HEADER}\n" + yaml.safe_dump(rules(settings), sort_keys=False)
     prometheus_url = f"http://{settings.prometheus.address}"
     for path, data in dashboards.provisioning(prometheus_url, GRAFANA_DASHBOARDS_DIR).items():

@@ -28,6 +28,16 @@ SERVICES: dict[str, tuple[str, int]] = {
     "prometheus": ("prometheus", 9090),
 }
 
+# Exporters that have no pod of their own in the cluster, and the one whose port serves their metrics:
+# maintenance runs inside the pipeline's Spark driver (`run pipeline --jobs clicks,maintain`).
+EXPORTERS_INSIDE = {"maintenance": "pipeline"}
+
+
+def cluster_exporters(settings: Settings) -> dict[str, int]:
+    """The exporters pods carry in the cluster (``lakehouse.io/exporter``), with their ports: a scrape job each."""
+    return {name: port for name, port in settings.metrics.exporters().items() if name not in EXPORTERS_INSIDE}
+
+
 # Where the image keeps the project, its tools and the jobs' writable state.
 APP_DIR = "/opt/lakehouse"
 STATE_DIR = "/var/lib/lakehouse"

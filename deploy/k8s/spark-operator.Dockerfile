@@ -17,5 +17,7 @@ RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends tini \
     && mkdir -p /etc/k8s-webhook-server/serving-certs /home/spark \
     && chown -R spark:spark /etc/k8s-webhook-server/serving-certs /home/spark
 COPY --from=operator /usr/bin/spark-operator /usr/bin/spark-operator
-USER spark
+# Numeric, as upstream's operator image: the chart runs both pods with runAsNonRoot and no runAsUser, and the
+# kubelet refuses a user it cannot see is non-root ("image has non-numeric user"). 185 is the base image's spark.
+USER 185:185
 ENTRYPOINT ["/usr/bin/tini", "-s", "--", "/usr/bin/spark-operator"]

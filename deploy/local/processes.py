@@ -125,15 +125,15 @@ def spawn(
     return record
 
 
-def stop(record: ProcessRecord, timeout: float = 20.0) -> bool:
-    """SIGTERM, then SIGKILL after ``timeout``; True if a live process was stopped."""
+def stop(record: ProcessRecord, timeout: float = 20.0, first: signal.Signals = signal.SIGTERM) -> bool:
+    """``first`` (SIGTERM), then SIGKILL after ``timeout``, to the process and its children; True if one was alive."""
     proc = record.process()
     if proc is None:
         return False
     family = [proc] + proc.children(recursive=True)
     for p in family:
         try:
-            p.send_signal(signal.SIGTERM)
+            p.send_signal(first)
         except psutil.NoSuchProcess:
             pass
     _, alive = psutil.wait_procs(family, timeout=timeout)
@@ -147,18 +147,8 @@ def stop(record: ProcessRecord, timeout: float = 20.0) -> bool:
 
 
 def kill(record: ProcessRecord) -> bool:
-    """SIGKILL the process and its children at once (a crash, for the chaos suite); True if one was alive."""
-    proc = record.process()
-    if proc is None:
-        return False
-    family = [proc] + proc.children(recursive=True)
-    for p in family:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(family, timeout=10)
-    return True
+    """kill -9 of the process and its children at once (a crash, for the chaos suite); True if one was alive."""
+    return stop(record, timeout=10.0, first=signal.SIGKILL)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -28,9 +28,9 @@ from confluent_kafka.admin import NewTopic
 from deploy.local.services.broker import admin_client
 from lab.bench import freshness
 from lab.bench.ingest import bench_settings, commit_rate, committed_total, raw_ceiling, warm_up
+from lakehouse import kafka_clients
 from lakehouse.settings import Settings
 from pipeline.clicks.job import ClickIngestJob
-from pipeline.kafka_source.planner import records_in_topic
 from pipeline.runner import run_loop
 from pipeline.spark_session import build_session
 
@@ -127,7 +127,7 @@ def catch_up(spark, settings: Settings, topic: str, timeout_s: float = 600.0) ->
     """Events/s a fresh job commits reading ``topic`` from the start with nothing producing."""
     s = bench_settings(settings, f"{time.strftime('%Y%m%d%H%M%S')}_catchup", kind="headroom")
     s.kafka.clicks_topic = topic
-    total = records_in_topic(s.kafka.bootstrap, topic)
+    total = kafka_clients.records_in_topic(s.kafka.bootstrap, topic)
     job = ClickIngestJob(spark, s)
     stop = threading.Event()
     loop = threading.Thread(target=run_loop, args=(job, s.pipeline.trigger_seconds, stop), daemon=True)

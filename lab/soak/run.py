@@ -44,10 +44,10 @@ from lab.bench.process_cpu import listening_pid, process_cpu_seconds, tree_cpu_s
 from lab.soak.reader import cost_in_fresh_process
 from lab.soak.samples import MAX_FILES_PER_PARTITION, Sample, write_samples
 from lab.soak.services import MaintenanceProbe, child_env, histogram_sums, maintenance_service
+from lakehouse import kafka_clients
 from lakehouse.settings import Settings
 from pipeline.app import run_jobs
 from pipeline.clicks.job import ClickIngestJob
-from pipeline.kafka_source.planner import records_in_topic
 from pipeline.metrics import BATCH_PHASE_SECONDS, BATCH_SECONDS, E2E_LATENCY, window_quantile
 from pipeline.spark_session import build_session
 
@@ -221,7 +221,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
             if finished:
                 break
         progress(producer.stdout.read().strip() if producer.stdout else "")
-        produced = records_in_topic(s.kafka.bootstrap, s.kafka.clicks_topic)
+        produced = kafka_clients.records_in_topic(s.kafka.bootstrap, s.kafka.clicks_topic)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and _committed_total(spark, s) < produced:
             time.sleep(2)

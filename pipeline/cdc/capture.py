@@ -42,6 +42,7 @@ from lakehouse.errors import FatalError, TransientError
 from lakehouse.settings import Settings, secret
 from pipeline import metrics
 from pipeline.cdc import envelope as env
+from pipeline.cdc import gtid as gtids
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,14 @@ CHECKPOINTS = Counter("lakehouse_cdc_checkpoints_total", "Source positions made 
 
 class SchemaChangeError(FatalError):
     """DDL on a captured table that the capture cannot follow safely."""
+
+
+class PositionLost(FatalError):
+    """The source no longer has the binlog the checkpoint points into (purged, or another server)."""
+
+
+#: MySQL/MariaDB: "could not find first log file name in binary log index" and other position errors
+SOURCE_POSITION_ERROR = 1236
 
 
 class BrokerUnacknowledged(TransientError):
@@ -76,17 +85,30 @@ def connect(settings: Settings, **extra):
                            connect_timeout=5, **extra)
 
 
+def _position_topic_ends(consumer, tp: TopicPartition, timeout_s: float = 15.0) -> tuple[int, int]:
+    """The position topic's (low, high) offsets; (-1, -1) when it does not exist. A partition whose leader is
+    being elected (just created, a broker restart) is asked again; an unreachable broker raises: it is NOT
+    a reason to snapshot again (deletes made since would be lost)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        except KafkaException as exc:
+            if exc.args[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+                return -1, -1
+            if not kafka_clients.retriable(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def read_checkpoint(settings: Settings) -> dict | None:
     """The last durable position, read back from the tail of the position topic."""
     consumer = kafka_clients.reader(settings.kafka.bootstrap, "cdc-position")
     try:
         tp = TopicPartition(settings.cdc_position_topic, 0)
-        try:
-            low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-        except KafkaException as exc:
-            if exc.args[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
-                return None  # no position topic yet: nothing was ever captured
-            raise  # the broker is unreachable: NOT a reason to snapshot again (deletes since would be lost)
+        low, high = _position_topic_ends(consumer, tp)
+        if low < 0:
+            return None  # no position topic yet: nothing was ever captured
         if high <= low:
             return None  # nothing ever checkpointed
         consumer.assign([TopicPartition(tp.topic, 0, max(low, high - 50))])
@@ -119,7 +141,7 @@ class Capture:
         self.failures: list = []
         with connect(settings) as conn, conn.cursor() as cur:
             cur.execute("SELECT VERSION()")
-            self.connector = "mariadb" if "mariadb" in cur.fetchone()[0].lower() else "mysql"
+            self.connector = gtids.dialect(cur.fetchone()[0])
             self.keys = {t: self._primary_key(cur, t) for t in self.tables}
 
     def _new_producer(self) -> Producer:
@@ -166,6 +188,8 @@ class Capture:
             try:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                 file, pos = self._binlog_status(cur)
+                cur.execute(gtids.snapshot_set_query(self.connector))
+                gtid_set = cur.fetchone()[0] or ""
             finally:
                 cur.execute("UNLOCK TABLES")
             ts_ms = int(time.time() * 1000)
@@ -183,7 +207,7 @@ class Capture:
                         row=total + i, snapshot="last" if last else "true"))
                 total += len(rows)
             cur.execute("COMMIT")
-        position = {"file": file, "pos": pos, "snapshot_done": True}
+        position = {"file": file, "pos": pos, "snapshot_done": True, "gtid_set": gtid_set}
         self.checkpoint(position)
         log.info("snapshot: %d rows of %s at %s:%s", total, self.tables, file, pos)
         return position
@@ -230,6 +254,17 @@ class Capture:
                          WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
         )
 
+    def _advance(self, gtid_set: str | None, gtid: str | None) -> str | None:
+        """The executed GTID set after the transaction ``gtid`` (None once it cannot be followed: it is a
+        record for operators, never a reason to stop the capture; the position is file and offset)."""
+        if gtid_set is None or gtid is None:
+            return gtid_set
+        try:
+            return gtids.add(self.connector, gtid_set, gtid)
+        except gtids.GtidFormatError as exc:
+            log.warning("no longer recording the GTID set in checkpoints: %s", exc)
+            return None
+
     def stream(self, position: dict, stop: threading.Event, heartbeat: float = 0.5) -> None:
         """Follow the binlog from a transaction boundary until stopped.
 
@@ -237,10 +272,16 @@ class Capture:
         every ``heartbeat`` seconds, which is when a stop request and a pending
         checkpoint are looked at. Changes arrive as soon as they are committed.
         """
-        file = position["file"]
+        file, gtid_set = position["file"], position.get("gtid_set")
         pending, last_checkpoint = None, time.monotonic()
         reader = self._reader(file, position["pos"], heartbeat)
         gtid, order = None, 0
+
+        def committed(pos: int) -> dict:
+            nonlocal gtid_set
+            gtid_set = self._advance(gtid_set, gtid)
+            return {"file": file, "pos": pos, "snapshot_done": True, "gtid_set": gtid_set}
+
         try:
             for event in reader:
                 metrics.set_ready("capture", True)  # following the binlog (a heartbeat when idle)
@@ -249,13 +290,13 @@ class Capture:
                 elif isinstance(event, (GtidEvent, MariadbGtidEvent)):
                     gtid, order = str(event.gtid), 0
                 elif isinstance(event, XidEvent):
-                    pending = {"file": file, "pos": event.packet.log_pos, "snapshot_done": True}
+                    pending = committed(event.packet.log_pos)
                 elif isinstance(event, QueryEvent):
                     query = event.query if isinstance(event.query, str) else event.query.decode(errors="replace")
                     if query.strip().upper() != "BEGIN":
                         if query.strip().upper() != "COMMIT":
                             self._check_ddl(query)
-                        pending = {"file": file, "pos": event.packet.log_pos, "snapshot_done": True}
+                        pending = committed(event.packet.log_pos)
                 elif isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                     if event.schema == self.db and event.table in self.tables:
                         order = self._publish_rows(event, file, gtid, order)
@@ -300,6 +341,12 @@ class Capture:
                 return
             except TRANSIENT as exc:
                 metrics.set_ready("capture", False)
+                if isinstance(exc, pymysql.err.OperationalError) and exc.args and exc.args[0] == SOURCE_POSITION_ERROR:
+                    raise PositionLost(
+                        f"the source cannot stream from the last checkpoint ({exc.args[1] if len(exc.args) > 1 else exc}): "
+                        "its binlog was purged past it, or this is another server. Changes since are unknown here; "
+                        "re-snapshot: delete the position topic "
+                        f"{self.settings.cdc_position_topic} and restart the capture") from exc
                 failures = 1 if time.monotonic() - began > 60 else failures + 1
                 delay = min(max_backoff, 2 ** min(failures, 5))
                 log.error("capture interrupted (%s: %s); resuming from the last checkpoint in %.0fs",

@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import OffsetSpec
 
 from lakehouse import kafka_clients
@@ -79,11 +79,8 @@ class Planner:
         return out
 
     def _listed(self, partitions: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
-        request = {TopicPartition(topic, part): spec for topic, part in partitions}
-        futures = self._admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
-                                           request_timeout=self.timeout)
         try:
-            return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
+            return kafka_clients.list_offsets(self._admin, partitions, spec, self.timeout)
         except KafkaException as exc:
             raise RuntimeError(f"could not list the offsets of {sorted({t for t, _ in partitions})}: {exc}") from exc
 
@@ -136,11 +133,3 @@ class Planner:
         log.error("%s; continuing from the earliest retained offset %s as configured", what, wm.low)
         return wm.low
 
-
-def records_in_topic(bootstrap: str, topic: str) -> int:
-    """Records a topic holds so far (sum of its partitions' high watermarks): what really reached Kafka."""
-    planner = Planner(bootstrap, [topic], 1)
-    try:
-        return sum(m.high for m in planner.watermarks({p: 0 for p in planner.partitions()}).values())
-    finally:
-        planner.close()

@@ -92,6 +92,14 @@ def test_every_reader_sees_the_source_after_upserts_and_deletes(spark, cdc, capt
         job.close()
     source = source_rows(cdc)
     assert trino_rows(cdc) == source == lake_rows(spark, cdc)
+    # each checkpoint also says where the lake stands in the source's own GTID terms
+    with mariadb_connect(cdc) as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@GLOBAL.gtid_binlog_pos")
+        binlog_pos = cur.fetchone()[0]
+    deadline = time.monotonic() + 30
+    while (read_checkpoint(cdc) or {}).get("gtid_set") != binlog_pos and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert read_checkpoint(cdc)["gtid_set"] == binlog_pos
     assert {r[0]: r[1] for r in source["products"]}["t1"] == "again" and "3" not in {r[0] for r in source["products"]}
     assert not capture
 

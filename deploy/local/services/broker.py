@@ -125,11 +125,12 @@ class Broker(Service):
         new = [NewTopic(name, num_partitions=n, replication_factor=1,
                         config={k: str(v) for k, v in configs[name].items()})
                for name, n in self.settings.topics().items() if name not in existing]
-        if not new:
-            return
-        for _name, future in admin.create_topics(new, request_timeout=15).items():
+        for _name, future in (admin.create_topics(new, request_timeout=15).items() if new else ()):
             try:
                 future.result()
             except KafkaException as exc:
                 if "TOPIC_ALREADY_EXISTS" not in str(exc):
                     raise
+        # a topic just created has no leader for a moment: whoever asks for its offsets then is told
+        # NOT_LEADER_FOR_PARTITION; the stack is ready only once every topic can be read
+        kafka_clients.wait_for_leaders(admin, list(self.settings.topics()))
