@@ -58,7 +58,11 @@ def local_server(settings: Settings, data_dir: str) -> dict[str, str]:
         }),
         "jvm.config": "\n".join([
             "-server", f"-Xmx{t.heap_mb}M", "-XX:+UseG1GC", "-XX:+ExitOnOutOfMemoryError",
-            "-Djdk.attach.allowAttachSelf=true", "-XX:+UseContainerSupport",
+            "-Djdk.attach.allowAttachSelf=true",
+            # an IPv4 socket on 127.0.0.1, not an IPv6 one on the mapped address ::ffff:127.0.0.1
+            "-Djava.net.preferIPv4Stack=true",
+            "-Duser.timezone=UTC",
         ]) + "\n",
-        "log.properties": properties({"io.trino": "INFO", "org.apache.iceberg": "WARN"}),
+        # Airlift's start-up dump of every config property names the S3 access key (not marked secret)
+        "log.properties": properties({"io.trino": "INFO", "Bootstrap": "WARN", "org.apache.iceberg": "WARN"}),
     }

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 ERRORS = 3
@@ -55,11 +55,18 @@ def admin(bootstrap: str, extra: dict[str, Any] | None = None, log_level: int = 
     return AdminClient({"bootstrap.servers": bootstrap, "log_level": log_level, **(extra or {})})
 
 
+#: errors that pass by themselves: a partition whose leader is being elected (just after its topic was created,
+#: or its broker restarted), a request that timed out. librdkafka flags only some errors ``retriable()`` (those
+#: of its transactional API), so the codes decide.
+PASSING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                     KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH, KafkaError.OFFSET_NOT_AVAILABLE,
+                     KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._TIMED_OUT})
+
+
 def retriable(exc: KafkaException) -> bool:
-    """An error Kafka says will pass (a partition whose leader is being elected, just after its topic was
-    created or its broker restarted): worth asking again shortly, never a reason to give up."""
+    """An error that will pass: worth asking again shortly, never a reason to give up."""
     error = exc.args[0] if exc.args else None
-    return bool(getattr(error, "retriable", lambda: False)())
+    return isinstance(error, KafkaError) and (error.retriable() or error.code() in PASSING)
 
 
 def list_offsets(client: AdminClient, partitions: list[tuple[str, int]], spec: OffsetSpec,

@@ -33,7 +33,7 @@ class TrinoEngine:
         t = self.settings.trino
         try:
             with trino.dbapi.connect(host=t.host, port=t.port, user=t.user, catalog=self.settings.catalog.trino_catalog,
-                                     schema=schema,
+                                     schema=schema, timezone="UTC",  # as every engine of the project reads time
                                      http_scheme="http", request_timeout=t.timeout_seconds) as conn:
                 cursor = conn.cursor()
                 cursor.execute(sql)

@@ -84,16 +84,23 @@ class Cluster:
         self.base = ["kubectl", "--context", context, "-n", namespace, "exec"]
 
     def exec(self, deployment: str, *command: str, timeout: float = 120) -> str:
-        done = subprocess.run([*self.base, f"deploy/{deployment}", "--", *command], capture_output=True, text=True,
-                              timeout=timeout, check=False)
+        try:
+            done = subprocess.run([*self.base, f"deploy/{deployment}", "--", *command], capture_output=True,
+                                  text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise CheckFailed(f"{deployment}: {' '.join(command[:3])}... did not answer in {timeout:.0f} s") from None
         if done.returncode != 0:
             raise CheckFailed(f"{deployment}: {' '.join(command[:3])}... exited {done.returncode}: "
                               f"{done.stderr.strip()[-400:]}")
         return done.stdout
 
+    @staticmethod
+    def count_command() -> list[str]:
+        """The Trino CLI in the coordinator's container, its JVM capped so the server beside it keeps its memory."""
+        return ["env", f"JAVA_TOOL_OPTIONS={CLI_HEAP}", "trino", "--output-format", "TSV", "--execute", COUNT_SQL]
+
     def count(self) -> int:
-        out = self.exec("trino-coordinator", "env", f"JAVA_TOOL_OPTIONS={CLI_HEAP}", "trino", "--output-format",
-                        "TSV", "--execute", COUNT_SQL, timeout=60).strip()
+        out = self.exec("trino-coordinator", *self.count_command(), timeout=60).strip()
         if not out.isdigit():
             raise CheckFailed(f"Trino answered {out[:200]!r} instead of a count")
         return int(out)

@@ -8,6 +8,7 @@ services this call started are stopped again: no half-started stack is left behi
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import time
 from collections.abc import Callable
@@ -188,22 +189,32 @@ class LocalStack:
         return took
 
     def ensure(self, name: str, progress: Progress = _quiet) -> float:
-        """Start ``name`` (an on-demand service) unless it runs already; seconds it took (0 when running)."""
+        """Start ``name`` (an on-demand service) unless it runs already; seconds it took to start (0 when it ran).
+
+        Two first uses at once (the demo and a `lakehouse trino`) must not start two servers: the check,
+        the start and the wait hold a lock file of the service's. One that is running but still starting is
+        waited for, so the caller gets a server that answers.
+        """
         svc = self.service(name)
-        if self._running(svc) is not None:
-            return 0.0
-        processes.check_ports_free(svc.ports())
-        svc.check_binaries()
-        progress(f"{svc.name}: starting on port {svc.main_port}")
-        try:
-            took = self.start_service(name)
-        except BaseException:
-            if record := processes.read_record(self.settings.run_dir, name):
-                processes.stop(record)
-                processes.forget(self.settings.run_dir, name)
-            raise
-        progress(f"{svc.name}: ready in {took:.1f}s")
-        return took
+        lock_path = processes.pid_dir(self.settings.run_dir) / f"{name}.lock"
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with lock_path.open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if (running := self._running(svc)) is not None:
+                self._wait_ready(svc, running)
+                return 0.0
+            processes.check_ports_free(svc.ports())
+            svc.check_binaries()
+            progress(f"{svc.name}: starting on port {svc.main_port}")
+            try:
+                took = self.start_service(name)
+            except BaseException:
+                if record := processes.read_record(self.settings.run_dir, name):
+                    processes.stop(record)
+                    processes.forget(self.settings.run_dir, name)
+                raise
+            progress(f"{svc.name}: ready in {took:.1f}s")
+            return took
 
     def status(self) -> list[ServiceStatus]:
         rows = []

@@ -28,11 +28,10 @@ def ensure_local_trino(settings: Settings) -> None:
     """For ``--engine trino``: when this checkout's local stack runs, make sure its Trino does too; when it
     does not, the engine talks to whatever answers on ``trino.port`` (a cluster's coordinator, forwarded)."""
     from deploy.local import processes
-    from queries.client import service_answers
 
     record = processes.read_record(settings.run_dir, "metastore")
-    if record and record.process() and not service_answers(settings.trino.host, settings.trino.port):
-        ensure_trino(settings)
+    if record and record.process():
+        ensure_trino(settings)  # started, or waited for while it starts
 
 
 def trino(ctx: typer.Context) -> None:

@@ -60,8 +60,19 @@ class PositionLost(FatalError):
     """The source no longer has the binlog the checkpoint points into (purged, or another server)."""
 
 
-#: MySQL/MariaDB: "could not find first log file name in binary log index" and other position errors
+#: MySQL/MariaDB's replication error; it covers other causes too (a second replica with our server_id, a packet
+#: over max_allowed_packet), so the message decides whether the position itself is gone
 SOURCE_POSITION_ERROR = 1236
+POSITION_GONE = ("could not find first log file", "purged", "could not find next log",
+                 "start replication from position >", "binary log index")
+
+
+def position_lost(exc: BaseException) -> bool:
+    """The source says the binlog the checkpoint points into is gone (a re-snapshot is the way on)."""
+    if not isinstance(exc, pymysql.err.OperationalError) or not exc.args or exc.args[0] != SOURCE_POSITION_ERROR:
+        return False
+    message = str(exc.args[1] if len(exc.args) > 1 else "").lower()
+    return any(words in message for words in POSITION_GONE)
 
 
 class BrokerUnacknowledged(TransientError):
@@ -83,6 +94,16 @@ def connect(settings: Settings, **extra):
     return pymysql.connect(host=m.host, port=m.port, user=m.cdc_user, database=m.database,
                            password=secret(m.cdc_password, "mariadb.cdc_password"), autocommit=True,
                            connect_timeout=5, **extra)
+
+
+#: statements logged inside a transaction, not at its end: a checkpoint there would resume mid-transaction
+INSIDE_A_TRANSACTION = ("BEGIN", "SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT", "XA START", "XA END", "XA PREPARE")
+
+
+def ends_transaction(statement: str) -> bool:
+    """A binlog query event after which the source has no open transaction: COMMIT, XA COMMIT/ROLLBACK, and
+    DDL (which commits implicitly); ``statement`` upper-cased, spaces collapsed."""
+    return not statement.startswith(INSIDE_A_TRANSACTION)
 
 
 def _position_topic_ends(consumer, tp: TopicPartition, timeout_s: float = 15.0) -> tuple[int, int]:
@@ -278,8 +299,9 @@ class Capture:
         gtid, order = None, 0
 
         def committed(pos: int) -> dict:
-            nonlocal gtid_set
-            gtid_set = self._advance(gtid_set, gtid)
+            """The position after a transaction's end; its GTID joins the set, and is not reused after it."""
+            nonlocal gtid_set, gtid
+            gtid_set, gtid = self._advance(gtid_set, gtid), None
             return {"file": file, "pos": pos, "snapshot_done": True, "gtid_set": gtid_set}
 
         try:
@@ -293,9 +315,10 @@ class Capture:
                     pending = committed(event.packet.log_pos)
                 elif isinstance(event, QueryEvent):
                     query = event.query if isinstance(event.query, str) else event.query.decode(errors="replace")
-                    if query.strip().upper() != "BEGIN":
-                        if query.strip().upper() != "COMMIT":
-                            self._check_ddl(query)
+                    statement = " ".join(query.split()).upper()
+                    if statement != "BEGIN" and statement != "COMMIT":
+                        self._check_ddl(query)
+                    if ends_transaction(statement):
                         pending = committed(event.packet.log_pos)
                 elif isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                     if event.schema == self.db and event.table in self.tables:
@@ -341,7 +364,7 @@ class Capture:
                 return
             except TRANSIENT as exc:
                 metrics.set_ready("capture", False)
-                if isinstance(exc, pymysql.err.OperationalError) and exc.args and exc.args[0] == SOURCE_POSITION_ERROR:
+                if position_lost(exc):
                     raise PositionLost(
                         f"the source cannot stream from the last checkpoint ({exc.args[1] if len(exc.args) > 1 else exc}): "
                         "its binlog was purged past it, or this is another server. Changes since are unknown here; "

@@ -14,6 +14,7 @@ from deploy.local.processes import StackError
 from deploy.local.stack import LocalStack
 from deploy.trino_config import catalog_file_name, iceberg_catalog, local_server
 from lakehouse.settings import Settings
+from lakehouse.settings_env import declared_settings
 
 JDK17 = Path("/usr/lib/jvm/java-17-openjdk-amd64")
 
@@ -50,12 +51,12 @@ def test_one_catalog_file_for_both_runtimes():
     """The cluster's mounted catalog is the function the local server's is written by, with the cluster's settings."""
     generated = (OUT / catalog_file_name(cluster_settings())).read_text()
     assert generated.split("\n", 1)[1] == iceberg_catalog(cluster_settings())
-    local = iceberg_catalog(Settings())
+    local = iceberg_catalog(declared_settings())
     assert "hive.metastore.uri=thrift://127.0.0.1:19083" in local and "s3.endpoint=http://127.0.0.1:18333" in local
     assert "${ENV:LAKEHOUSE_S3__SECRET_KEY}" in local, "credentials come from the environment, never the file"
 
 
 def test_the_local_server_binds_loopback_only():
-    files = local_server(Settings(), "/tmp/trino-data")
+    files = local_server(declared_settings(), "/tmp/trino-data")
     assert "node.bind-ip=127.0.0.1" in files["node.properties"]
     assert "http-server.http.port=18080" in files["config.properties"]

@@ -65,3 +65,26 @@ def test_the_set_the_library_reads_holds_exactly_the_transactions_added(numbers)
     assert [g for g in str(library).split(",") if g] == [executed]
     held = {n for lo, hi in gtid.parse_mysql_set(executed)[A] for n in range(lo, hi + 1)}
     assert sorted(held) == expected
+
+
+def test_a_checkpoint_falls_only_where_a_transaction_ended():
+    from pipeline.cdc.capture import ends_transaction
+
+    for inside in ("BEGIN", "SAVEPOINT SP1", "ROLLBACK TO SAVEPOINT SP1", "RELEASE SAVEPOINT SP1", "XA START 'X'",
+                   "XA END 'X'", "XA PREPARE 'X'"):
+        assert not ends_transaction(inside), inside
+    for end in ("COMMIT", "XA COMMIT 'X'", "ROLLBACK", "ALTER TABLE PRODUCTS ADD COLUMN COLOR VARCHAR(8)"):
+        assert ends_transaction(end), end
+
+
+def test_only_a_position_the_source_no_longer_has_stops_the_capture():
+    import pymysql
+
+    from pipeline.cdc.capture import position_lost
+
+    purged = pymysql.err.OperationalError(1236, "Could not find first log file name in binary log index file")
+    twin = pymysql.err.OperationalError(1236, "A slave with the same server_uuid/server_id as this slave has "
+                                              "connected to the master")
+    assert position_lost(purged)
+    assert not position_lost(twin), "another replica with our server_id passes: the capture retries"
+    assert not position_lost(pymysql.err.OperationalError(2013, "Lost connection to MySQL server"))

@@ -66,6 +66,9 @@ def server_properties(settings: Settings, log_dir: str) -> dict[str, str]:
         "share.coordinator.state.topic.replication.factor": "1",
         "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
+        # topics the settings declare carry their own retention; the ones benchmarks and tests make do not,
+        # and on a durable local broker they would pile up for the default week
+        "log.retention.hours": "6",
     }
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.k8s.end_to_end import CheckFailed, Limits, parse_delivered, wait_for_table, wait_until_counted
+from deploy.k8s.end_to_end import CheckFailed, Cluster, Limits, parse_delivered, wait_for_table, wait_until_counted
+from deploy.k8s.validate import render
 
 
 class Clock:
@@ -72,3 +73,17 @@ def test_the_delivered_figure_is_read_from_the_load_output():
     assert parse_delivered(out) == 6012
     with pytest.raises(CheckFailed, match="no delivered figure"):
         parse_delivered("swarm started\n")
+
+
+def test_the_cli_beside_the_coordinator_runs_on_a_small_heap():
+    """The check's CLI runs in the coordinator's container: its heap and the server's must fit the limit."""
+    docs = render()
+    coordinator = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "trino-coordinator")
+    limit = coordinator["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    server_heap = next(d for d in docs if d["kind"] == "ConfigMap"
+                       and d["metadata"]["name"] == "trino-coordinator-config")["data"]["jvm.config"]
+    heap_mb = int(server_heap.split("-Xmx")[1].split("M")[0])
+    cli = " ".join(Cluster.count_command())
+    cli_mb = int(cli.split("-Xmx")[1].split("m")[0])
+    assert limit == "1536Mi" and heap_mb + cli_mb + 512 <= 1536, "server heap + CLI heap + off-heap fit the limit"
+    assert "JAVA_TOOL_OPTIONS=-Xmx" in cli
