@@ -93,7 +93,9 @@ class Broker(Service):
 
     def _java(self, main: str, *args: str, heap_mb: int) -> list[str]:
         return [str(java_binary()), f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-                "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={self.config_dir / 'log4j2.properties'}",
+                "-Djava.awt.headless=true",
+                "-Djava.net.preferIPv4Stack=true",  # IPv4 sockets on 127.0.0.1, not IPv6 ones on ::ffff:127.0.0.1
+                f"-Dlog4j2.configurationFile={self.config_dir / 'log4j2.properties'}",
                 "-cp", self.classpath, main, *args]
 
     def prepare(self, user: str | None) -> None:
