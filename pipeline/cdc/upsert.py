@@ -17,10 +17,13 @@ import json
 import logging
 from decimal import Decimal, InvalidOperation
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.expressions import In
-
+from pipeline.cdc.fold import FoldPolicy, fold
+from pipeline.cdc.key_index import ABSENT, KeyIndex
+from pipeline.cdc.live_rows import FileCounts, live_files, read_index
+from pipeline.cdc.row_delta import RowDelta, write_data_file, write_position_deletes
 from pipeline.pyiceberg_tables import CachedTransaction, commit_attempts, replace_contents
 
 log = logging.getLogger(__name__)
@@ -81,34 +84,45 @@ def json_text(value) -> str:
 class DimensionWriter:
     """Applies batches to one dimension table through a catalog of its own (one thread uses it).
 
-    The job is the table's only writer of rows (maintenance rewrites files, never rows), so
-    the writer holds what the table holds, read on ``reload`` (start, recovery, a commit that
-    lost a race) and following each commit. While the table is small (``whole_table_rows``,
-    a product catalogue or member levels) a batch replaces its content: one file, one
-    snapshot, no file read. Measured with the whole system running, the row-level way
-    (below) kept the dimension apply at 31 % of a core for 20 changes/s: each batch rewrote
-    the files holding its keys and added one more, 59 files for 112 rows after 3 minutes.
+    The job is the table's only writer of rows, so the writer knows where every key's live
+    row is (``KeyIndex``), read on ``reload`` (start, recovery, a commit that lost a race
+    with another writer, such as a compaction by Spark) and kept up to date by each commit.
 
-    A larger table takes the row-level way: a copy-on-write delete of the batch's keys that
-    exist, and an append of their after-images, in one transaction. Only existing keys are
-    deleted: a delete makes PyIceberg read every file whose statistics might hold a key, and
-    a new key's string falls inside most files' bounds.
+    While the table is small (``whole_table_rows``: a product catalogue, member levels) a
+    batch replaces its content: one file, one snapshot, nothing for readers to merge. A larger
+    table is written *merge-on-read*: a batch adds one data file of its after-images and one
+    position-delete file naming the rows they replace (or delete), found through the index,
+    so a batch costs what it changes, whatever the table's size (docs/cdc.md has the
+    figures). No delete is written for a key no file holds. Every ``policy.fold_files``
+    batches the writer folds the small files and the delete files (``pipeline.cdc.fold``):
+    readers never merge more than a bounded number of them.
     """
 
-    def __init__(self, catalog, table: str, key: str, columns: dict[str, str], whole_table_rows: int = 50_000):
+    def __init__(self, catalog, table: str, key: str, columns: dict[str, str], whole_table_rows: int = 50_000,
+                 policy: FoldPolicy | None = None):
         self.catalog, self.name, self.key, self.columns = catalog, table, key, columns
         self.whole_table_rows = whole_table_rows
+        self.policy = policy or FoldPolicy()
         self.reload()
 
     def reload(self) -> None:
-        """Read the table's current metadata and content (its keys only, when it is large)."""
+        """Read the table's current metadata and where each key lives (its rows too, when it is small)."""
         self.table = self.catalog.load_table(self.name)
         self.schema = self.table.schema().as_arrow()
-        keys = self.table.scan(selected_fields=(self.key,)).to_arrow().column(self.key).to_pylist()
-        self.keys: set[str] = set(keys)
+        self.index: KeyIndex | None = read_index(self.table, self.key)
+        self.counts: FileCounts = FileCounts.of(live_files(self.table), self.policy)
         self.rows: dict[str, dict] | None = None
-        if len(keys) <= self.whole_table_rows:
+        if len(self.index) <= self.whole_table_rows:
             self.rows = {row[self.key]: row for row in self.table.scan().to_arrow().to_pylist()}
+
+    @property
+    def live_keys(self) -> int:
+        return len(self.rows) if self.rows is not None else len(self._index())
+
+    def _index(self) -> KeyIndex:
+        if self.index is None:  # the small table's content was replaced since: read where its keys are now
+            self.index = read_index(self.table, self.key)
+        return self.index
 
     def apply(self, changes: pa.Table, properties: dict[str, str]) -> None:
         """The batch's newest change per key into the table, with ``properties``, in one commit."""
@@ -121,15 +135,23 @@ class DimensionWriter:
                     log.info("dims: %s changed under the commit; applying the batch again", self.name)
                     self.reload()
                 images = after_images(newest, self.columns, self.schema)
-                rows: dict[str, dict] | None
                 if self.rows is not None and len(self.rows) + len(upserted) <= self.whole_table_rows:
-                    rows = self._replace(batch_keys, upserted, images, properties)
+                    self.rows = self._replace(batch_keys, upserted, images, properties)
+                    self.index = None
                 else:
-                    self._delete_and_append(batch_keys, images, properties)
-                    rows = None  # the table is large: only its keys are kept
-        self.rows = rows
-        self.keys.difference_update(batch_keys)
-        self.keys.update(upserted)
+                    self.rows = None
+                    self._row_delta(batch_keys, upserted, images, properties)
+        if self.rows is None and self.counts.due(self.policy):
+            self.fold()
+
+    def fold(self) -> None:
+        """Fold small files and delete files now (``pipeline.cdc.fold``); a lost race only postpones it."""
+        for attempt in commit_attempts():
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    self.reload()
+                fold(self.table, self._index(), self.policy)
+        self.counts = FileCounts.of(live_files(self.table), self.policy)
 
     def _replace(self, batch_keys: list[str], upserted: list[str], images: pa.Table,
                  properties: dict[str, str]) -> dict[str, dict]:
@@ -140,9 +162,23 @@ class DimensionWriter:
         replace_contents(self.table, pa.Table.from_pylist(list(rows.values()), schema=self.schema), properties)
         return rows
 
-    def _delete_and_append(self, batch_keys: list[str], images: pa.Table, properties: dict[str, str]) -> None:
-        existing = [k for k in batch_keys if k in self.keys]
+    def _row_delta(self, batch_keys: list[str], upserted: list[str], images: pa.Table,
+                   properties: dict[str, str]) -> None:
+        """One snapshot: the after-images as a data file, the rows they replace as position deletes."""
+        index = self._index()
+        numbers, positions = index.locate(batch_keys)
+        found = numbers != ABSENT
+        deletes = pa.table({"file_path": pa.array([index.files[n] for n in numbers[found]], pa.string()),
+                            "pos": pa.array(positions[found], pa.int64())})
         with CachedTransaction(self.table) as tx:
-            if existing:
-                tx.delete(In(term=self.key, literals=existing), snapshot_properties=properties)
-            tx.append(images, snapshot_properties=properties)  # also when empty: it records the offsets
+            with RowDelta(tx, self.table.io, properties) as delta:
+                data = write_data_file(tx.table_metadata, self.table.io, images) if images.num_rows else None
+                if data is not None:
+                    delta.add(data)
+                if deletes.num_rows:
+                    delta.add(write_position_deletes(tx.table_metadata, self.table.io,
+                                                     self.table.location_provider(), deletes))
+        index.remove(batch_keys)
+        if data is not None:
+            index.assign(upserted, index.number(data.file_path), np.arange(len(upserted)))
+        self.counts.added(data, deletes.num_rows > 0, self.policy)

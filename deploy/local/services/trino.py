@@ -64,11 +64,31 @@ class Trino(Service):
         }
 
     def ready(self) -> bool:
-        """Ready once the coordinator says it has finished starting (its catalogs are loaded by then)."""
+        """Ready once the coordinator has finished starting *and* answers a query.
+
+        "starting": false comes a few seconds before the node has registered itself for work:
+        a query in that gap failed with "No nodes available to run query" (seen on first use).
+        """
         try:
             with urllib.request.urlopen(f"http://{self.settings.trino.address}/v1/info", timeout=2) as resp:
-                return resp.status == 200 and json.loads(resp.read()).get("starting") is False
+                if resp.status != 200 or json.loads(resp.read()).get("starting") is not False:
+                    return False
         except (urllib.error.URLError, OSError, ValueError):
+            return False
+        return self._answers()
+
+    def _answers(self) -> bool:
+        # deferred: the trino client, needed only once the server is up
+        import trino
+
+        t = self.settings.trino
+        try:
+            with trino.dbapi.connect(host=t.host, port=t.port, user=t.user, http_scheme="http",
+                                     request_timeout=5) as conn:
+                cursor = conn.cursor()
+                cursor.execute("SELECT 1")
+                return cursor.fetchall() == [[1]]
+        except Exception:  # noqa: BLE001 - any failure here means "not yet"; the caller waits and says so
             return False
 
 

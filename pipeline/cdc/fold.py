@@ -1,0 +1,119 @@
+"""Folding a merge-on-read dimension table: small files merged, delete files replaced, one commit.
+
+Each batch leaves a small data file and a position-delete file; readers merge them on every
+scan, so their number must stay bounded (issue: "read cost stays flat"). The writer folds
+them itself because it alone knows, from its key index, which rows of each file are live
+without reading a single delete file:
+
+- **small data files** (fewer than ``small_rows`` rows) and files with more than
+  ``rewrite_deleted_share`` of their rows deleted are rewritten: their live rows, in file
+  and row order, into files of ``target_rows``; at most ``max_rewrite_rows`` rows a fold,
+  the most-deleted files first, so one fold never stalls the apply for long;
+- **every delete file** is replaced by one file-scoped delete file per kept data file that
+  has deleted rows (its exact path bounds let each reader match it to that file alone);
+- **the manifests** are written again: one for data, one for deletes.
+
+It is one snapshot (``RowDelta(rewrite=True)``), so a reader sees the table before or after,
+never between; a writer that raced it (Spark's compaction) makes the commit fail and the
+caller reloads, so no fold can bring back a row a newer commit deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.manifest import DataFile, DataFileContent
+
+from pipeline.cdc.key_index import KeyIndex
+from pipeline.cdc.live_rows import live_files
+from pipeline.cdc.row_delta import RowDelta, write_data_file, write_position_deletes
+from pipeline.pyiceberg_tables import CachedTransaction
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FoldPolicy:
+    fold_files: int = 24
+    target_rows: int = 1_000_000
+    rewrite_deleted_share: float = 0.10
+    max_rewrite_rows: int = 2_000_000
+
+    @property
+    def small_rows(self) -> int:
+        return self.target_rows // 2
+
+
+def _to_rewrite(data: list[DataFile], index: KeyIndex, policy: FoldPolicy) -> list[DataFile]:
+    live = index.live_per_file()
+    candidates = []
+    for file in data:
+        deleted = file.record_count - live.get(index.number(file.file_path), 0)
+        if file.record_count < policy.small_rows or deleted > policy.rewrite_deleted_share * file.record_count:
+            candidates.append((-deleted / max(file.record_count, 1), file))
+    chosen, rows = [], 0
+    for _, file in sorted(candidates, key=lambda c: c[0]):
+        if chosen and rows + file.record_count > policy.max_rewrite_rows:
+            continue
+        chosen.append(file)
+        rows += file.record_count
+    return chosen
+
+
+def fold(table, index: KeyIndex, policy: FoldPolicy) -> None:
+    """One folding commit on ``table`` (see the module); updates ``index`` once it committed."""
+    began = time.monotonic()
+    entries = live_files(table)
+    data = [e.data_file for e in entries if e.data_file.content == DataFileContent.DATA]
+    old_deletes = [e.data_file for e in entries if e.data_file.content != DataFileContent.DATA]
+    rewrite = _to_rewrite(data, index, policy)
+    rewritten = {f.file_path for f in rewrite}
+    moves: list[tuple[np.ndarray, str, int]] = []  # (slots, new file path, rows) applied after the commit
+    with CachedTransaction(table) as tx:
+        with RowDelta(tx, table.io, {}, rewrite=True) as delta:
+            for file in rewrite + old_deletes:
+                delta.remove(file)
+            slots, numbers, positions = index.rows_in([index.number(f.file_path) for f in rewrite])
+            for chunk in range(0, len(slots), policy.target_rows):
+                part = slice(chunk, chunk + policy.target_rows)
+                rows = _live_rows(table, index, numbers[part], positions[part])
+                written = write_data_file(tx.table_metadata, table.io, rows)
+                delta.add(written)
+                moves.append((slots[part], written.file_path, rows.num_rows))
+            for file in data:
+                if file.file_path in rewritten:
+                    continue
+                gone = _deleted_positions(index, file)
+                if len(gone):
+                    delta.add(write_position_deletes(
+                        tx.table_metadata, table.io, table.location_provider(),
+                        pa.table({"file_path": pa.array([file.file_path] * len(gone), pa.string()),
+                                  "pos": pa.array(gone, pa.int64())})))
+    for slots, path, count in moves:
+        index.move(slots, index.number(path), np.arange(count))
+    log.info("dims: folded %s: %d files rewritten (%d rows), %d delete files replaced, in %.2fs",
+             table.name(), len(rewrite), len(slots), len(old_deletes), time.monotonic() - began)
+
+
+def _live_rows(table, index: KeyIndex, numbers: np.ndarray, positions: np.ndarray) -> pa.Table:
+    """The rows at (file number, position), in that order (grouped by file, as ``rows_in`` gives them)."""
+    parts = []
+    for number in dict.fromkeys(numbers.tolist()):
+        mine = positions[numbers == number]
+        with table.io.new_input(index.files[number]).open() as stream:
+            parts.append(pq.read_table(stream).take(pa.array(mine)))
+    schema = table.schema().as_arrow()
+    return pa.concat_tables([p.select(schema.names).cast(schema) for p in parts])
+
+
+def _deleted_positions(index: KeyIndex, file: DataFile) -> np.ndarray:
+    """Positions of ``file`` that no live key points at: its deleted rows."""
+    _, _, live = index.rows_in([index.number(file.file_path)])
+    mask = np.ones(file.record_count, dtype=bool)
+    mask[live] = False
+    return np.flatnonzero(mask)

@@ -1,0 +1,157 @@
+"""Where each key's live row is: key -> (data file, row position), for millions of keys in little memory.
+
+Why the dimension writer keeps one: a merge-on-read update deletes the old row by its
+*position* (data file, row number), and a position delete is the one kind of delete every
+reader here reads (PyIceberg 0.12 raises on equality deletes; docs/cdc.md). Knowing where
+each key lives also means no delete is written for a key no file holds (seed 004's Bloom
+filter, made exact). Asking the table instead would read the key column of every file a
+batch's keys may fall in: with random keys, every file, every batch.
+
+Keys are held as two 64-bit hashes (DuckDB's ``hash``, with and without a salt), not as
+strings: 10 M keys take 240 MB (hashes, file number, position) instead of ~1.5 GB of Python
+strings. Two keys match only when both hashes do; for two different keys among 10 M to share
+both is a chance of about 1 in 10^24. The hashes live only in this process, so the hash
+function may change with DuckDB's version without harm.
+
+Layout: ``base`` arrays sorted by the first hash (looked up with a binary search, updated in
+place), and ``fresh`` keys never seen when the base was built (a dict, merged into the base
+once it grows). A deleted key keeps its slot with file -1.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+ABSENT = -1
+_SALT = "lakehouse-key-index"
+
+
+def key_hashes(keys: pa.Array | list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Two independent 64-bit hashes of each key, as uint64 arrays."""
+    table = pa.table({"k": pa.array(keys, type=pa.large_string()) if isinstance(keys, list) else keys})
+    with duckdb.connect() as con:
+        hashed = con.from_arrow(table).project(f"hash(k) AS a, hash(k, '{_SALT}') AS b").to_arrow_table()
+    return (hashed.column("a").to_numpy().astype(np.uint64, copy=False),
+            hashed.column("b").to_numpy().astype(np.uint64, copy=False))
+
+
+class KeyIndex:
+    """key -> (file number, position) of the key's live row; ``files`` names the file numbers."""
+
+    def __init__(self, keys: pa.Array, file_numbers: np.ndarray, positions: np.ndarray, files: list[str]):
+        a, b = key_hashes(keys) if len(keys) else (np.empty(0, np.uint64), np.empty(0, np.uint64))
+        order = np.lexsort((b, a))
+        self.a, self.b = a[order], b[order]
+        self.file = np.asarray(file_numbers, dtype=np.int32)[order]
+        self.pos = np.asarray(positions, dtype=np.int64)[order]
+        self.fresh: dict[tuple[int, int], tuple[int, int]] = {}
+        self.files = list(files)
+        self.numbers = {path: i for i, path in enumerate(self.files)}
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(self.file != ABSENT)) + sum(1 for f, _ in self.fresh.values() if f != ABSENT)
+
+    def number(self, path: str) -> int:
+        """The file number of ``path``, given one on first sight."""
+        if path not in self.numbers:
+            self.numbers[path] = len(self.files)
+            self.files.append(path)
+        return self.numbers[path]
+
+    def _slots(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Each key's slot in the base arrays, or -1 when the base does not hold it."""
+        slots = np.searchsorted(self.a, a)
+        found = np.full(len(a), -1, dtype=np.int64)
+        if not len(self.a):
+            return found
+        at = np.minimum(slots, len(self.a) - 1)
+        same_a = self.a[at] == a
+        exact = same_a & (self.b[at] == b)
+        found[exact] = at[exact]
+        for i in np.flatnonzero(same_a & ~exact):
+            j = int(slots[i]) + 1
+            while j < len(self.a) and self.a[j] == a[i]:  # several keys share a first hash: rare
+                if self.b[j] == b[i]:
+                    found[i] = j
+                    break
+                j += 1
+        return found
+
+    def locate(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(file number, position) of each key's live row; file number -1 for a key no file holds."""
+        a, b = key_hashes(keys)
+        slots = self._slots(a, b)
+        in_base = slots >= 0
+        files = np.full(len(keys), ABSENT, dtype=np.int32)
+        positions = np.zeros(len(keys), dtype=np.int64)
+        files[in_base], positions[in_base] = self.file[slots[in_base]], self.pos[slots[in_base]]
+        for i in np.flatnonzero(~in_base):
+            files[i], positions[i] = self.fresh.get((int(a[i]), int(b[i])), (ABSENT, 0))
+        return files, positions
+
+    def assign(self, keys: list[str], file_number: int | np.ndarray, positions: np.ndarray) -> None:
+        """Record where ``keys`` (distinct) now live (file -1: deleted)."""
+        a, b = key_hashes(keys)
+        numbers = np.broadcast_to(np.asarray(file_number, dtype=np.int32), (len(keys),))
+        positions = np.asarray(positions, dtype=np.int64)
+        if len(keys) > 1000:  # a large batch (the initial snapshot): everything into the base, vectorised
+            self.merge_fresh()
+        slots = self._slots(a, b)
+        in_base = slots >= 0
+        self.file[slots[in_base]], self.pos[slots[in_base]] = numbers[in_base], positions[in_base]
+        new = np.flatnonzero(~in_base)
+        if len(new) > 1000:
+            self._insert(a[new], b[new], numbers[new], positions[new])
+            return
+        for i in new:
+            self.fresh[(int(a[i]), int(b[i]))] = (int(numbers[i]), int(positions[i]))
+        if len(self.fresh) > max(100_000, len(self.a) // 20):
+            self.merge_fresh()
+
+    def remove(self, keys: list[str]) -> None:
+        self.assign(keys, ABSENT, np.zeros(len(keys), dtype=np.int64))
+
+    def merge_fresh(self) -> None:
+        """Fold the fresh keys into the sorted base."""
+        if not self.fresh:
+            return
+        count = len(self.fresh)
+        a = np.fromiter((k[0] for k in self.fresh), np.uint64, count)
+        b = np.fromiter((k[1] for k in self.fresh), np.uint64, count)
+        numbers = np.fromiter((v[0] for v in self.fresh.values()), np.int32, count)
+        positions = np.fromiter((v[1] for v in self.fresh.values()), np.int64, count)
+        self.fresh = {}
+        self._insert(a, b, numbers, positions)
+
+    def _insert(self, a: np.ndarray, b: np.ndarray, numbers: np.ndarray, positions: np.ndarray) -> None:
+        """Keys the base does not hold into it, kept sorted (one merge of sorted arrays, no full sort)."""
+        order = np.lexsort((b, a))
+        a, b, numbers, positions = a[order], b[order], numbers[order], positions[order]
+        at = np.searchsorted(self.a, a)
+        self.a, self.b = np.insert(self.a, at, a), np.insert(self.b, at, b)
+        self.file, self.pos = np.insert(self.file, at, numbers), np.insert(self.pos, at, positions)
+
+    def rows_in(self, file_numbers: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(slot, file number, position) of every live row in those files, ordered by file then position."""
+        self.merge_fresh()
+        slots = np.flatnonzero(np.isin(self.file, np.asarray(file_numbers, dtype=np.int32)))
+        order = np.lexsort((self.pos[slots], self.file[slots]))
+        slots = slots[order]
+        return slots, self.file[slots], self.pos[slots]
+
+    def move(self, slots: np.ndarray, file_number: int, positions: np.ndarray) -> None:
+        """Rows rewritten into another file (a fold): their slots from ``rows_in``."""
+        self.file[slots], self.pos[slots] = file_number, positions
+
+    def live_per_file(self) -> dict[int, int]:
+        """How many live rows each file number holds."""
+        self.merge_fresh()
+        live = self.file[self.file != ABSENT]
+        numbers, counts = np.unique(live, return_counts=True)
+        return dict(zip(numbers.tolist(), counts.tolist(), strict=True))
+
+    @property
+    def nbytes(self) -> int:
+        return self.a.nbytes + self.b.nbytes + self.file.nbytes + self.pos.nbytes

@@ -1,0 +1,83 @@
+"""Reading a dimension table's file list and where each live key is, for the merge-on-read writer.
+
+Read once when the writer starts (and after a commit lost a race): the key column of every
+live data file, minus the positions its delete files name. At 10 M keys this is the one
+step whose cost follows the table, measured in docs/cdc.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntry
+
+from pipeline.cdc.key_index import KeyIndex
+
+
+def live_files(table) -> list[ManifestEntry]:
+    """Every live entry (data and delete files) of the table's current snapshot."""
+    current = table.current_snapshot()
+    return [entry
+            for manifest in (current.manifests(table.io) if current else ())
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)]
+
+
+def _read_column(io, path: str, column: str) -> pa.Array:
+    with io.new_input(path).open() as stream:
+        return pq.read_table(stream, columns=[column]).column(column).combine_chunks()
+
+
+def read_index(table, key: str) -> KeyIndex:
+    """A ``KeyIndex`` of the table's current snapshot."""
+    tasks = list(table.scan(selected_fields=(key,)).plan_files())
+    deleted: dict[str, np.ndarray] = {}
+    for delete_file in {d.file_path: d for task in tasks for d in task.delete_files}.values():
+        with table.io.new_input(delete_file.file_path).open() as stream:
+            rows = pq.read_table(stream, columns=["file_path", "pos"])
+        for path in set(rows.column("file_path").to_pylist()):
+            mine = rows.filter(pa.compute.equal(rows.column("file_path"), path)).column("pos").to_numpy()
+            deleted[path] = np.concatenate([deleted.get(path, np.empty(0, np.int64)), mine])
+    keys: list[pa.Array] = []
+    numbers: list[np.ndarray] = []
+    positions: list[np.ndarray] = []
+    files: list[str] = []
+    for task in tasks:
+        path = task.file.file_path
+        column = _read_column(table.io, path, key)
+        live = np.ones(len(column), dtype=bool)
+        if path in deleted:
+            live[deleted[path][deleted[path] < len(column)]] = False
+        where = np.flatnonzero(live)
+        keys.append(column.take(pa.array(where)))
+        positions.append(where)
+        numbers.append(np.full(len(where), len(files), dtype=np.int32))
+        files.append(path)
+    if not files:
+        return KeyIndex(pa.array([], pa.large_string()), np.empty(0, np.int32), np.empty(0, np.int64), [])
+    return KeyIndex(pa.concat_arrays([k.cast(pa.large_string()) for k in keys]),
+                    np.concatenate(numbers), np.concatenate(positions), files)
+
+
+@dataclass
+class FileCounts:
+    """How many small data files and delete files the table holds: when they reach the policy's fold."""
+
+    small_data: int
+    deletes: int
+
+    @classmethod
+    def of(cls, entries: Iterable[ManifestEntry], policy) -> FileCounts:
+        files = [e.data_file for e in entries]
+        return cls(sum(1 for f in files if f.content == DataFileContent.DATA and f.record_count < policy.small_rows),
+                   sum(1 for f in files if f.content != DataFileContent.DATA))
+
+    def added(self, data: DataFile | None, deletes: bool, policy) -> None:
+        self.small_data += int(data is not None and data.record_count < policy.small_rows)
+        self.deletes += int(deletes)
+
+    def due(self, policy) -> bool:
+        return self.small_data >= policy.fold_files or self.deletes >= policy.fold_files

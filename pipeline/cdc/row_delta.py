@@ -1,0 +1,137 @@
+"""Merge-on-read commits through PyIceberg: data files and position-delete files in one snapshot.
+
+PyIceberg 0.12 writes data files and copy-on-write deletes only; the dimension writer needs
+Iceberg's *row delta* (Java's ``RowDelta``): the batch's after-images as a new data file and
+a position-delete file naming the rows they replace, committed together with the Kafka
+offsets. The pieces here are small and follow the spec (v2): a position-delete file is a
+Parquet file of ``file_path`` (field id 2147483546) and ``pos`` (2147483545) sorted by both,
+listed in a manifest whose content is ``deletes``; its ``file_path`` bounds let readers skip
+it for data files outside them. Every reader in the project (Spark, Trino, DuckDB,
+PyIceberg) reads position deletes.
+
+``RowDelta`` either appends (the parent's manifests carry on; a batch) or, with
+``rewrite=True``, writes the table's whole file list into one data and one delete manifest
+(a fold: files out, files in, metadata back to two manifests).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.io.pyarrow import write_file
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    ManifestWriterV2,
+)
+from pyiceberg.table import WriteTask
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update.snapshot import _FastAppendFiles
+from pyiceberg.typedef import Record
+
+PATH_ID, POS_ID = 2147483546, 2147483545
+POSITION_DELETE_SCHEMA = pa.schema([
+    pa.field("file_path", pa.string(), nullable=False, metadata={b"PARQUET:field_id": str(PATH_ID).encode()}),
+    pa.field("pos", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": str(POS_ID).encode()}),
+])
+
+
+def write_data_file(table_metadata, io, rows: pa.Table) -> DataFile:
+    """``rows`` as one data file, in the order given (the key index records row positions)."""
+    task = WriteTask(write_uuid=uuid.uuid4(), task_id=0, schema=table_metadata.schema(),
+                     record_batches=rows.to_batches())
+    return next(iter(write_file(io, table_metadata, iter([task]))))
+
+
+def write_position_deletes(table_metadata, io, location_provider, deletes: pa.Table) -> DataFile:
+    """One position-delete file of (file_path, pos) rows, sorted as the spec asks, with path bounds."""
+    deletes = deletes.cast(POSITION_DELETE_SCHEMA).sort_by([("file_path", "ascending"), ("pos", "ascending")])
+    path = location_provider.new_data_location(f"{uuid.uuid4()}-deletes.parquet")
+    with io.new_output(path).create(overwrite=True) as stream:
+        pq.write_table(deletes, stream, compression="zstd")
+    size = io.new_input(path).__len__()
+    paths, positions = deletes.column("file_path"), deletes.column("pos")
+    return DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES, file_path=path, file_format=FileFormat.PARQUET,
+        partition=Record(), record_count=deletes.num_rows, file_size_in_bytes=size,
+        lower_bounds={PATH_ID: paths[0].as_py().encode(), POS_ID: _long(min(positions.to_pylist()))},
+        upper_bounds={PATH_ID: paths[-1].as_py().encode(), POS_ID: _long(max(positions.to_pylist()))},
+        spec_id=table_metadata.default_spec_id)
+
+
+def _long(value: int) -> bytes:
+    return int(value).to_bytes(8, "little", signed=True)
+
+
+class _DeleteManifestWriter(ManifestWriterV2):
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+
+class RowDelta(_FastAppendFiles):
+    """One snapshot adding data and delete files (and, rewriting the manifests, removing some)."""
+
+    def __init__(self, transaction, io, snapshot_properties: dict[str, str], rewrite: bool = False):
+        # PyIceberg 0.12 summarises append, overwrite and delete only: a fold is an overwrite of the same rows
+        super().__init__(Operation.OVERWRITE, transaction, io,
+                         snapshot_properties=snapshot_properties)
+        self.rewrite = rewrite
+        self._removed: set[str] = set()
+
+    def add(self, file: DataFile) -> RowDelta:
+        self.append_data_file(file)  # the summary counts data and delete files by their content
+        return self
+
+    def remove(self, file: DataFile) -> RowDelta:
+        if not self.rewrite:
+            raise ValueError("removing files rewrites the manifests: RowDelta(..., rewrite=True)")
+        self.delete_data_file(file)
+        self._removed.add(file.file_path)
+        return self
+
+    def _manifests(self) -> list[ManifestFile]:
+        added = [f for f in self._added_data_files if f.content == DataFileContent.DATA]
+        added_deletes = [f for f in self._added_data_files if f.content != DataFileContent.DATA]
+        existing: list[ManifestFile] = [] if self.rewrite else self._existing_manifests()
+        kept: dict[ManifestContent, list[ManifestEntry]] = {ManifestContent.DATA: [], ManifestContent.DELETES: []}
+        gone: dict[ManifestContent, list[ManifestEntry]] = {ManifestContent.DATA: [], ManifestContent.DELETES: []}
+        if self.rewrite and self._parent_snapshot_id is not None:
+            parent = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
+            for manifest in parent.manifests(io=self._io) if parent else ():
+                for entry in manifest.fetch_manifest_entry(io=self._io, discard_deleted=True):
+                    side = gone if entry.data_file.file_path in self._removed else kept
+                    side[manifest.content].append(entry)
+        return existing + self._write(ManifestContent.DATA, added, kept[ManifestContent.DATA],
+                                      gone[ManifestContent.DATA]) \
+            + self._write(ManifestContent.DELETES, added_deletes, kept[ManifestContent.DELETES],
+                          gone[ManifestContent.DELETES])
+
+    def _write(self, content: ManifestContent, added: Iterable[DataFile], kept: list[ManifestEntry],
+               gone: list[ManifestEntry]) -> list[ManifestFile]:
+        added = list(added)
+        if not (added or kept or gone):
+            return []
+        spec = self._transaction.table_metadata.spec()
+        kind = ManifestWriterV2 if content == ManifestContent.DATA else _DeleteManifestWriter
+        with kind(spec, self.schema(), self.new_manifest_output(), self._snapshot_id, self._compression) as writer:
+            for file in added:
+                writer.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id,
+                                                         sequence_number=None, file_sequence_number=None,
+                                                         data_file=file))
+            for entry in kept:
+                writer.existing(entry)
+            for entry in gone:
+                writer.delete(entry)
+        return [writer.to_manifest_file()]
