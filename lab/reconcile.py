@@ -80,3 +80,58 @@ def wait_until_equal(spark, s: Settings, timeout: float, drain=None) -> float:
         time.sleep(0.3)
     diff = differences(source_rows(s), lake_rows(spark, s))
     raise AssertionError(f"dimensions differ after {timeout:.0f}s: {diff}")
+
+
+#: one row per reader over the whole member table: rows, distinct keys, and sums over every value a change sets
+_FINGERPRINT = ("SELECT count(*) AS n, count(DISTINCT userid) AS keys, sum(member_level) AS levels, "
+                "sum(CASE WHEN show_params LIKE 'bench:%' THEN CAST(substr(show_params, 7) AS BIGINT) ELSE 0 END) "
+                "AS marks, sum(length(name)) AS names FROM {table}")
+
+
+def member_fingerprints(s: Settings, engines: tuple[str, ...]) -> dict[str, tuple]:
+    """The member table's fingerprint from MariaDB and each engine (equal tuples: the same rows, at scale).
+
+    Reading 10 M rows into Python per reader to compare them row by row would take minutes and
+    gigabytes; a lost or doubled row changes the count, a missed update or a row brought back
+    changes a sum (each benchmark change writes a distinct ``bench:<ms>`` mark).
+    """
+    out: dict[str, tuple] = {}
+    with connect(s) as conn, conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*), COUNT(DISTINCT userid), SUM(memberLevel), SUM(CASE WHEN show_params LIKE "
+                    "'bench:%' THEN CAST(SUBSTR(show_params, 7) AS SIGNED) ELSE 0 END), SUM(CHAR_LENGTH(name)) "
+                    "FROM user_member")
+        out["mariadb"] = tuple(int(v or 0) for v in cur.fetchone())
+    for name, rows in _each_engine(s, engines, _FINGERPRINT.format(table=s.catalog.members_table)):
+        out[name] = tuple(int(v or 0) for v in rows[0].values())
+    return out
+
+
+def member_sample_differences(s: Settings, keys: list[str], engines: tuple[str, ...]) -> dict[str, int]:
+    """Rows of ``keys`` that differ between MariaDB and each engine (0: the same)."""
+    if not keys:
+        return {}
+    listed = ", ".join(f"'{k}'" for k in keys)
+    with connect(s) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT userid, name, show_params, memberLevel FROM user_member WHERE userid IN ({listed})")
+        source = {tuple(r) for r in cur.fetchall()}
+    sql = f"SELECT userid, name, show_params, member_level FROM {s.catalog.members_table} WHERE userid IN ({listed})"
+    return {name: len(source ^ {tuple(r.values()) for r in rows}) for name, rows in _each_engine(s, engines, sql)}
+
+
+def _each_engine(s: Settings, engines: tuple[str, ...], sql: str):
+    """(engine, rows as dicts) of ``sql`` (Trino SQL) on each engine; Trino is started if the local stack runs."""
+    # deferred: each engine loads only when asked for
+    from queries.engines import open_engine
+
+    for name in engines:
+        if name == "trino":
+            from deploy.local.stack import LocalStack
+
+            LocalStack(s).ensure("trino")
+        engine = open_engine(name, s)
+        try:
+            yield name, engine.run(sql).to_pylist()
+        finally:
+            close = getattr(engine, "close", None)
+            if close:
+                close()

@@ -2,7 +2,7 @@
 
     locust -f loadgen/locustfile.py --event-rate 5000            # web UI on :8089
     locust -f loadgen/locustfile.py,loadgen/shapes/ramp.py ...   # a rate shape
-    lakehouse load --rate 5000 --duration 60s --shape ramp       # headless, with reports
+    lakehouse load clicks --rate 5000 --duration 60s --shape ramp       # headless, with reports
 
 The total event rate is held by a per-process pacer whatever the user count; with
 workers, the master gives each worker its share. Every delivery report of the Kafka

@@ -1,6 +1,6 @@
 """A new ClickEvent field rolled out the way an app release reaches its users.
 
-``lakehouse load --new-field deviceType:string --rollout 10%->100%`` makes a share of the
+``lakehouse load clicks --new-field deviceType:string --rollout 10%->100%`` makes a share of the
 events carry ``deviceType``, rising linearly from 10 % at the start of the run to 100 % at
 its end, as clients update. It shows the pipeline's schema evolution under load: the batch
 that first carries the field adds the column (docs/schema-evolution.md).

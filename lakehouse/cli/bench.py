@@ -186,12 +186,26 @@ def load(
 def cdc(
     rate: Annotated[float, typer.Option(help="Database changes per second.")] = 1000,
     duration: Annotated[float, typer.Option(help="Seconds to write for.")] = 60,
+    members: Annotated[int, typer.Option(
+        help="0: the seed's tables, products inserted and updated. N: a member table of N generated rows, "
+             "snapshotted by the capture's first run, then 80 % updates, 10 % inserts, 10 % deletes.", min=0)] = 0,
+    engines: Annotated[str, typer.Option(help="With --members: the readers checked against MariaDB.")]
+        = "duckdb,spark,trino",
 ) -> None:
-    """Sustained changes/s and apply freshness p50/p95 (database commit -> visible in Iceberg)."""
+    """Sustained changes/s and apply freshness p50/p95 (database commit -> visible in Iceberg).
+
+    With --members N also: the load and initial-snapshot rates, peak memory of the capture and the
+    apply, write amplification, delete files, and every reader's view of the table against MariaDB.
+
+    Example: lakehouse bench cdc --rate 1000 --duration 300 --members 10000000
+    """
+    settings = stack_settings_or_exit(*CLICK_STACK, "mariadb")
+    if members:
+        _cdc_at_scale(settings, rate, duration, members, tuple(e for e in engines.split(",") if e))
+        return
     from lab.bench.cdc import run
     from pipeline.metrics import serve
 
-    settings = stack_settings_or_exit(*CLICK_STACK, "mariadb")
     began = time.monotonic()
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)  # so Prometheus sees the run
@@ -205,6 +219,33 @@ def cdc(
     ])
     run_report(settings, results_path("bench-cdc"),
             time.monotonic() - began)
+
+
+def _cdc_at_scale(settings, rate: float, duration: float, members: int, engines: tuple[str, ...]) -> None:
+    from lab.bench.cdc_scale import run
+
+    with friendly_errors():
+        r = run(settings, members, rate, duration, progress=console.log, engines=engines)
+    same = {name: fp == r.fingerprints["mariadb"] for name, fp in r.fingerprints.items() if name != "mariadb"}
+    print_figures(f"CDC at scale: {members:,} members, {rate:,.0f} changes/s for {duration:.0f}s", [
+        ("load into MariaDB (rows/s)", f"{r.load_rows_per_s:,.0f}"),
+        ("initial snapshot, capture start -> last row committed (rows/s)", f"{r.snapshot_rows_per_s:,.0f}"),
+        ("peak RSS during the snapshot: capture / apply (MiB)",
+         f"{r.snapshot_capture_rss_mb:,.0f} / {r.snapshot_apply_rss_mb:,.0f}"),
+        ("changes written", f"{r.changes:,}"),
+        ("sustained changes/s (applied while the load ran)", f"{r.sustained_cps:,.0f}"),
+        ("apply freshness p50 / p95 (s)", f"{r.freshness_p50_s:.2f} / {r.freshness_p95_s:.2f}"),
+        ("bytes added per change (data + deletes + folds)", f"{r.bytes_per_change:,.0f}"),
+        ("raw bytes of a changed row", f"{r.row_bytes:,.0f}"),
+        ("write amplification (bytes added per change / raw bytes of the row)", f"{r.write_amplification:.1f}x"),
+        ("data files / delete files at the end", f"{r.data_files_end} / {r.delete_files_end}"),
+        ("apply peak RSS while changing (MiB)", f"{r.apply_rss_mb:,.0f}"),
+        ("rows, keys, sums equal to MariaDB's", ", ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in same.items())),
+        ("sampled changed keys differing", ", ".join(f"{k}: {v}" for k, v in r.sample_differences.items())),
+    ])
+    if not all(same.values()) or any(r.sample_differences.values()):
+        console.print(f"[red]readers disagree with MariaDB[/]: {r.fingerprints}")
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -1,4 +1,5 @@
-"""`lakehouse load`: Locust, headless, at a controlled rate, with reports."""
+"""`lakehouse load`: data into the sources. `clicks`: Locust, headless, at a controlled rate, with reports;
+`dims`: the shop database's dimensions at real size."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ from typing import Annotated
 import typer
 
 from lakehouse.cli.common import console, friendly_errors
-from lakehouse.settings import results_path
+from lakehouse.settings import load_settings, results_path
+
+app = typer.Typer(help="Load the sources: ClickEvents into Kafka (`clicks`), rows into the shop database (`dims`).",
+                  no_args_is_help=True)
 
 
-def load(
+@app.command()
+def clicks(
     rate: Annotated[float, typer.Option(help="Target ClickEvents/s in total (held whatever the user count).")] = 1000,
     duration: Annotated[str, typer.Option(help="Run time: 60, 60s, 2m, 1h.")] = "60s",
     shape: Annotated[str, typer.Option(help="Rate shape: constant, step, ramp or spike.")] = "constant",
@@ -56,3 +61,33 @@ def load(
     if not result.reached:
         console.print("[red]target NOT reached[/]: add --workers, or lower --rate")
         raise typer.Exit(1)
+
+
+@app.command()
+def dims(
+    members: Annotated[int, typer.Option(help="Generated rows of user_member (keys 10000000, 10000001, ...).",
+                                         min=0)] = 1_000_000,
+    products: Annotated[int, typer.Option(help="Generated rows of products (keys 100000, 100001, ...).", min=0)] = 0,
+    database: Annotated[str | None, typer.Option(help="Source database (default: mariadb.database).")] = None,
+) -> None:
+    """Fill the shop database with MEMBERS members and PRODUCTS products, and report the rate.
+
+    Rows that exist already are skipped, so loading twice adds nothing. A running capture streams
+    the new rows like any insert; loaded before its first run, they are part of its initial snapshot.
+
+    Example: lakehouse load dims --members 10000000 --products 1000000
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from loadgen.dimensions import load_table
+
+    settings = load_settings()
+    with friendly_errors(), Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), console=console, transient=True) as bar:
+        for table, rows in (("user_member", members), ("products", products)):
+            if not rows:
+                continue
+            task = bar.add_task(f"{table:<12}", total=rows)
+            result = load_table(settings, table, rows, database, progress=lambda done, t=task: bar.update(t, completed=done))
+            bar.console.print(f"{table}: {result.requested:,} rows ({result.added:,} new) in {result.seconds:.1f} s "
+                              f"= {result.rows_per_s:,.0f} rows/s")

@@ -20,6 +20,7 @@ from decimal import Decimal, InvalidOperation
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from pipeline.cdc.fold import FoldPolicy, fold
 from pipeline.cdc.key_index import ABSENT, KeyIndex
 from pipeline.cdc.live_rows import FileCounts, live_files, read_index

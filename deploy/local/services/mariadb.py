@@ -16,8 +16,8 @@ SCHEMA_SQL = Path(__file__).resolve().parent.parent / "sql" / "shop_schema.sql"
 _SBIN = ("/usr/sbin",)
 
 
-def connect(settings: Settings, user: str = "root", database: str | None = None, timeout: int = 3):
-    """A PyMySQL connection over TCP (root uses the socket until its password is set)."""
+def connect(settings: Settings, user: str = "root", database: str | None = None, timeout: int = 3, **extra):
+    """A PyMySQL connection over TCP (root uses the socket until its password is set); ``extra`` to PyMySQL."""
     m = settings.mariadb
     passwords = {
         "root": (m.root_password, "mariadb.root_password"),
@@ -26,7 +26,7 @@ def connect(settings: Settings, user: str = "root", database: str | None = None,
     }
     return pymysql.connect(
         host=m.host, port=m.port, user=user, password=secret(*passwords[user]),
-        database=database, connect_timeout=timeout, autocommit=True,
+        database=database, connect_timeout=timeout, autocommit=True, **extra,
     )
 
 

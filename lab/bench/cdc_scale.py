@@ -1,0 +1,280 @@
+"""CDC at real size: a member table of N rows snapshotted, then changed at a steady rate.
+
+What it measures, each the way a user feels it:
+
+1. **load**: N generated members into a fresh source database (``loadgen.dimensions``), rows/s;
+2. **initial snapshot**: the capture's first run streams them through Kafka into Iceberg
+   while changes are written *during* the snapshot; rows/s from the capture's start to the
+   commit of the last snapshot row, and the peak memory of the capture and apply processes;
+3. **steady changes**: RATE changes/s for DURATION (80 % updates of random existing keys,
+   10 % inserts, 10 % deletes, some keys deleted and inserted again in one transaction):
+   sustained changes/s, apply freshness p50/p95 (database commit -> first snapshot holding
+   the row), write amplification (bytes of data and delete files added per change, folds
+   included, over the raw bytes of a changed row), delete files at the end, the apply's peak memory;
+4. **every reader right**: a fingerprint of the whole table (rows, distinct keys, sums over
+   every changed value) from MariaDB, DuckDB, Spark and Trino, and the exact rows of a
+   sample of the changed keys.
+
+The capture and the apply job run as their own processes (``lakehouse run cdc`` / ``run dims``),
+as in every runtime.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+
+import psutil
+
+from deploy.local.services.broker import Broker
+from deploy.local.services.mariadb import connect, create_source_database
+from lab.bench.cdc import bench_settings, start_job_process
+from lab.bench.freshness import first_visible, quantiles
+from lab.bench.ingest import commit_rate
+from lakehouse.catalog import pyiceberg_catalog
+from lakehouse.kafka_clients import end_offsets
+from lakehouse.settings import Settings
+from loadgen.dimensions import load_table, member_key
+from pipeline.cdc.dimension_tables import committed_position
+
+MARK = "bench:"
+
+
+@dataclass
+class ScaleResult:
+    members: int
+    load_rows_per_s: float
+    snapshot_rows_per_s: float
+    snapshot_capture_rss_mb: float
+    snapshot_apply_rss_mb: float
+    changes: int = 0
+    sustained_cps: float = 0.0
+    freshness_p50_s: float = float("nan")
+    freshness_p95_s: float = float("nan")
+    bytes_per_change: float = 0.0
+    row_bytes: float = 0.0
+    delete_files_end: int = 0
+    data_files_end: int = 0
+    apply_rss_mb: float = 0.0
+    fingerprints: dict[str, tuple] = field(default_factory=dict)
+    sample_differences: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def write_amplification(self) -> float:
+        return self.bytes_per_change / self.row_bytes if self.row_bytes else float("nan")
+
+
+class PeakRss:
+    """The highest resident memory each watched process reached, sampled twice a second."""
+
+    def __init__(self, pids: dict[str, int]):
+        self.pids, self.peak = pids, {name: 0 for name in pids}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            for name, pid in self.pids.items():
+                try:
+                    self.peak[name] = max(self.peak[name], psutil.Process(pid).memory_info().rss)
+                except psutil.NoSuchProcess:
+                    pass
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        self._thread.join()
+        return {name: rss / 2**20 for name, rss in self.peak.items()}
+
+
+class MemberChanges:
+    """Paced member changes: 80 % updates, 10 % inserts, 10 % deletes; every row it writes is stamped.
+
+    ``show_params`` of each written row is ``bench:<commit ms>`` (freshness reads it back).
+    One change in 50 is a key deleted and inserted again in the same transaction.
+    """
+
+    def __init__(self, s: Settings, members: int, seed: int = 7):
+        self.s, self.rng = s, random.Random(seed)
+        self.next_new, self.deleted, self.touched = members, set(), []
+
+    def _existing(self) -> str:
+        while True:
+            key = member_key(self.rng.randrange(self.next_new))
+            if key not in self.deleted:
+                return key
+
+    def run(self, rate: float, duration: float, tick: float = 0.02) -> int:
+        sent, began = 0, time.monotonic()
+        with connect(self.s, user=self.s.mariadb.app_user, database=self.s.mariadb.database) as conn, \
+                conn.cursor() as cur:
+            conn.autocommit(False)
+            while (elapsed := time.monotonic() - began) < duration:
+                mark = f"{MARK}{int(time.time() * 1000)}"
+                for _ in range(max(0, int(rate * elapsed) - sent)):
+                    sent += self._one(cur, mark)
+                conn.commit()
+                time.sleep(tick)
+        return sent
+
+    def _one(self, cur, mark: str) -> int:
+        roll = self.rng.random()
+        if roll < 0.02:  # deleted and inserted again, one transaction
+            key = self._existing()
+            cur.execute("DELETE FROM user_member WHERE userid = %s", (key,))
+            cur.execute("INSERT INTO user_member (userid, name, show_params, memberLevel) VALUES (%s, %s, %s, 9)",
+                        (key, f"again-{key}", mark))
+            self.touched.append(key)
+            return 2
+        if roll < 0.80:
+            key = self._existing()
+            cur.execute("UPDATE user_member SET show_params = %s, memberLevel = %s WHERE userid = %s",
+                        (mark, self.rng.randint(1, 5), key))
+        elif roll < 0.90:
+            if self.deleted and self.rng.random() < 0.5:  # a key deleted in an earlier batch comes back
+                key = self.deleted.pop()
+            else:
+                key, self.next_new = member_key(self.next_new), self.next_new + 1
+            cur.execute("INSERT INTO user_member (userid, name, show_params, memberLevel) VALUES (%s, %s, %s, 1)",
+                        (key, f"member-{key}", mark))
+        else:
+            key = self._existing()
+            cur.execute("DELETE FROM user_member WHERE userid = %s", (key,))
+            self.deleted.add(key)
+        self.touched.append(key)
+        return 1
+
+
+def _applied(s: Settings) -> int:
+    """Changes the member table has committed (offsets in its newest progress snapshot)."""
+    table = pyiceberg_catalog(s).load_table(s.catalog.members_table)
+    return sum(committed_position(table).offsets.get(s.cdc_topic("user_member"), {}).values())
+
+
+def _wait_applied(s: Settings, target: int, timeout: float, processes) -> float:
+    began = time.monotonic()
+    while time.monotonic() - began < timeout:
+        for p in processes:
+            if p.poll() is not None:
+                raise RuntimeError(f"a CDC process ended (exit {p.returncode}); its log is under {s.run_dir / 'logs'}")
+        try:
+            if _applied(s) >= target:
+                return time.monotonic() - began
+        except Exception:  # noqa: BLE001 - the table may not exist yet
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"the apply did not reach offset {target:,} in {timeout:.0f}s")
+
+
+def _topic_end(s: Settings) -> int:
+    return sum(end_offsets(s.kafka.bootstrap, s.cdc_topic("user_member")).values())
+
+
+def _files(s: Settings) -> tuple[int, int]:
+    """(data files, delete files) of the member table now."""
+    from pipeline.cdc.live_rows import live_files
+
+    files = [e.data_file for e in live_files(pyiceberg_catalog(s).load_table(s.catalog.members_table))]
+    data = [f for f in files if f.content == 0]
+    return len(data), len(files) - len(data)
+
+
+def _changed_row_bytes(s: Settings) -> float:
+    """Mean raw bytes of a changed row (its values: key, name, params, an int, a timestamp)."""
+    with connect(s, database=s.mariadb.database) as conn, conn.cursor() as cur:
+        cur.execute("SELECT AVG(LENGTH(userid) + LENGTH(name) + COALESCE(LENGTH(show_params), 0) + 4 + 8) "
+                    f"FROM user_member WHERE show_params LIKE '{MARK}%'")
+        return float(cur.fetchone()[0] or 0)
+
+
+def _bytes_added_since(s: Settings, since_ms: int) -> int:
+    """Bytes of every file (data and deletes, folds included) the member table's commits added since ``since_ms``."""
+    table = pyiceberg_catalog(s).load_table(s.catalog.members_table)
+    return sum(int((snap.summary.additional_properties if snap.summary else {}).get("added-files-size", 0))
+               for snap in table.snapshots() if snap.timestamp_ms >= since_ms)
+
+
+def _freshness(s: Settings, since_ms: int) -> tuple[float, float]:
+    table = pyiceberg_catalog(s).load_table(s.catalog.members_table)
+    first = first_visible(table, ("userid", "show_params"), since_ms, prefix=MARK)
+    delays = [ms - int(mark[len(MARK):]) for (_, mark), ms in first.items()]
+    if not delays:
+        return float("nan"), float("nan")
+    p50, p95 = (x / 1000 for x in quantiles(delays, (50, 95)))
+    return p50, p95
+
+
+def run(settings: Settings, members: int, rate: float, duration: float, progress=print,
+        engines: tuple[str, ...] = ("duckdb", "spark", "trino")) -> ScaleResult:
+    from lab.reconcile import member_fingerprints, member_sample_differences
+
+    s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"))
+    create_source_database(s, s.mariadb.database)
+    with connect(s, database=s.mariadb.database) as conn, conn.cursor() as cur:
+        cur.execute("DELETE FROM user_member")  # the seed's 5 members: the generated key space only
+    loaded = load_table(s, "user_member", members)
+    progress(f"loaded {members:,} members in {loaded.seconds:.1f}s ({loaded.rows_per_s:,.0f} rows/s)")
+    Broker(s).bootstrap()
+    logs = s.run_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    tag = s.mariadb.database
+    began = time.monotonic()
+    capture = start_job_process(s, "cdc", logs / f"bench-cdc-scale-capture-{tag}.log")
+    apply = start_job_process(s, "dims", logs / f"bench-cdc-scale-apply-{tag}.log")
+    processes = (capture, apply)
+    try:
+        peaks = PeakRss({"capture": capture.pid, "apply": apply.pid})
+        writer = MemberChanges(s, members)
+        during = threading.Thread(target=writer.run, args=(100, 20.0), daemon=True)  # changes *during* the snapshot
+        during.start()
+        _wait_applied(s, members, 3600, processes)
+        snapshot_s = time.monotonic() - began
+        during.join()
+        snapshot_peaks = peaks.stop()
+        progress(f"snapshot: {members:,} rows applied in {snapshot_s:.1f}s ({members / snapshot_s:,.0f} rows/s); "
+                 f"peak RSS capture {snapshot_peaks['capture']:,.0f} MiB, apply {snapshot_peaks['apply']:,.0f} MiB")
+        result = ScaleResult(members, loaded.rows_per_s, members / snapshot_s, snapshot_peaks["capture"],
+                             snapshot_peaks["apply"])
+        _wait_applied(s, _topic_end(s), 300, processes)
+        if duration > 0:
+            _steady(s, result, writer, rate, duration, processes, apply.pid, progress)
+    finally:
+        for p in processes:
+            p.send_signal(signal.SIGTERM)
+        for p in processes:
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    result.data_files_end, result.delete_files_end = _files(s)
+    progress("reading the table back through " + ", ".join(("mariadb", *engines)))
+    result.fingerprints = member_fingerprints(s, engines)
+    result.sample_differences = member_sample_differences(s, sorted(set(writer.touched[-2000:])), engines)
+    return result
+
+
+def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float, duration: float,
+            processes, apply_pid: int, progress) -> None:
+    progress(f"writing {rate:,.0f} changes/s for {duration:.0f}s")
+    peaks = PeakRss({"apply": apply_pid})
+    since_ms, began = int(time.time() * 1000), time.monotonic()
+    first = _applied(s)
+    written: list[int] = []
+    thread = threading.Thread(target=lambda: written.append(writer.run(rate, duration)), daemon=True)
+    thread.start()
+    samples = []
+    while thread.is_alive():
+        samples.append((time.monotonic() - began, _applied(s) - first))
+        time.sleep(1.0)
+    samples.append((time.monotonic() - began, _applied(s) - first))
+    _wait_applied(s, _topic_end(s), 300, processes)
+    result.changes = written[0] if written else 0
+    result.sustained_cps = commit_rate(samples)
+    result.apply_rss_mb = peaks.stop()["apply"]
+    result.bytes_per_change = _bytes_added_since(s, since_ms) / max(result.changes, 1)
+    result.row_bytes = _changed_row_bytes(s)
+    result.freshness_p50_s, result.freshness_p95_s = _freshness(s, since_ms)
