@@ -17,6 +17,7 @@ import json
 import logging
 from decimal import Decimal, InvalidOperation
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,6 +29,8 @@ from pipeline.cdc.row_delta import RowDelta, write_data_file, write_position_del
 from pipeline.pyiceberg_tables import CachedTransaction, commit_attempts, replace_contents
 
 log = logging.getLogger(__name__)
+
+_decode = msgspec.json.Decoder().decode
 
 def newest_per_key(changes: pa.Table) -> pa.Table:
     """Each key's last change in source (binlog) order, whatever order the batch arrived in."""
@@ -47,15 +50,33 @@ def after_images(changes: pa.Table, columns: dict[str, str], schema: pa.Schema) 
     name, one a user added to the table, reads null). Values convert the
     way a cast would: a value that does not fit the column's type reads null (the source
     database enforces its own types, so this only guards the lake against surprises).
+    A column converts in one Arrow cast; only a column that holds a surprise goes value by value.
     """
     upserts = changes.filter(pc.not_equal(changes.column("op"), "d"))
-    images = [json.loads(text) for text in upserts.column("after").to_pylist()]
+    images = [_decode(text) for text in upserts.column("after").to_pylist()]
     arrays = []
     for field in schema:
         source = columns.get(field.name)
-        values = [None if source is None else _convert(image.get(source), field.type) for image in images]
-        arrays.append(pa.array(values, type=field.type))
+        values = [None] * len(images) if source is None else [image.get(source) for image in images]
+        arrays.append(_column(values, field.type))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _column(values: list, kind: pa.DataType) -> pa.Array:
+    """``values`` as an array of ``kind``: one cast when they are what the source sends, else one by one."""
+    try:
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            if all(v is None or isinstance(v, str) for v in values):
+                return pa.array(values, type=kind)
+        elif pa.types.is_integer(kind):
+            if all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in values):
+                return pa.array(values, type=kind)
+        elif pa.types.is_decimal(kind) or pa.types.is_timestamp(kind):
+            if all(v is None or isinstance(v, str) for v in values):
+                return pc.cast(pa.array(values, type=pa.string()), kind)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OverflowError):
+        pass
+    return pa.array([_convert(v, kind) for v in values], type=kind)
 
 
 def _convert(value, kind: pa.DataType):
