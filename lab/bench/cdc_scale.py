@@ -44,6 +44,32 @@ from pipeline.cdc.dimension_tables import committed_position
 MARK = "bench:"
 
 
+@dataclass(frozen=True)
+class ReadCost:
+    """p95 seconds of a point query and of a full count, and the delete files readers merge, at one moment."""
+
+    point_p95_s: float
+    count_p95_s: float
+    delete_files: int
+
+
+def read_cost(s: Settings, members: int, repeat: int = 10) -> ReadCost:
+    """A point query on a random key and a full count through DuckDB, ``repeat`` times each (a warm engine)."""
+    from queries.duckdb_engine import DuckDBEngine
+
+    engine, rng, table = DuckDBEngine(s), random.Random(3), s.catalog.members_table
+    engine.run(f"SELECT count(*) FROM {table}")  # the connection and the metadata read: not the read cost
+    point, count = [], []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        engine.run(f"SELECT * FROM {table} WHERE userid = '{member_key(rng.randrange(members))}'")
+        point.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        engine.run(f"SELECT count(*) FROM {table}")
+        count.append(time.perf_counter() - began)
+    return ReadCost(quantiles(point, (95,))[0], quantiles(count, (95,))[0], _files(s)[1])
+
+
 @dataclass
 class ScaleResult:
     members: int
@@ -60,6 +86,8 @@ class ScaleResult:
     delete_files_end: int = 0
     data_files_end: int = 0
     apply_rss_mb: float = 0.0
+    reads_start: ReadCost | None = None
+    reads_end: ReadCost | None = None
     fingerprints: dict[str, tuple] = field(default_factory=dict)
     sample_differences: dict[str, int] = field(default_factory=dict)
 
@@ -100,7 +128,9 @@ class MemberChanges:
 
     def __init__(self, s: Settings, members: int, seed: int = 7):
         self.s, self.rng = s, random.Random(seed)
-        self.next_new, self.deleted, self.touched = members, set(), []
+        self.next_new = members
+        self.deleted: set[str] = set()
+        self.touched: list[str] = []
 
     def _existing(self) -> str:
         while True:
@@ -240,8 +270,10 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
         result = ScaleResult(members, loaded.rows_per_s, members / snapshot_s, snapshot_peaks["capture"],
                              snapshot_peaks["apply"])
         _wait_applied(s, _topic_end(s), 300, processes)
+        result.reads_start = read_cost(s, members)
         if duration > 0:
             _steady(s, result, writer, rate, duration, processes, apply.pid, progress)
+            result.reads_end = read_cost(s, members)
     finally:
         for p in processes:
             p.send_signal(signal.SIGTERM)

@@ -106,9 +106,9 @@ def _change(value: bytes, key: str) -> tuple:
         raise EnvelopeError(f"the {'before' if op == 'd' else 'after'} image has no key column {key!r}")
     ts = source.get("ts_ms") if isinstance(source, dict) else None
     if not isinstance(source, dict) or not isinstance(ts, int) or isinstance(ts, bool) or not 0 <= ts < 2**63:
-        raise EnvelopeError(f"source block missing or without an integer ts_ms")
+        raise EnvelopeError("source block missing or without an integer ts_ms")
     if not isinstance(source.get("table"), str):
-        raise EnvelopeError(f"source block without its table name")
+        raise EnvelopeError("source block without its table name")
     try:
         order = env.order_key(source)
     except (KeyError, TypeError, ValueError) as exc:

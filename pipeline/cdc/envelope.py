@@ -9,14 +9,13 @@ the row index within the binlog event, so consumers can order changes exactly.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
+from decimal import Decimal
+from typing import Any
 
 import msgspec
 import pymysql.converters
 from pymysql.constants import FIELD_TYPE
-from decimal import Decimal
-from typing import Any
 
 VERSION = "lakehouse-0.1"
 OPS = {"c", "u", "d", "r"}

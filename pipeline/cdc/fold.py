@@ -40,9 +40,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class FoldPolicy:
     fold_files: int = 24
-    target_rows: int = 1_000_000
+    target_rows: int = 500_000
     rewrite_deleted_share: float = 0.10
-    max_rewrite_rows: int = 2_000_000
+    max_rewrite_rows: int = 1_500_000
 
     @property
     def small_rows(self) -> int:
@@ -56,7 +56,8 @@ def _to_rewrite(data: list[DataFile], index: KeyIndex, policy: FoldPolicy) -> li
         deleted = file.record_count - live.get(index.number(file.file_path), 0)
         if file.record_count < policy.small_rows or deleted > policy.rewrite_deleted_share * file.record_count:
             candidates.append((-deleted / max(file.record_count, 1), file))
-    chosen, rows = [], 0
+    chosen: list[DataFile] = []
+    rows = 0
     for _, file in sorted(candidates, key=lambda c: c[0]):
         if chosen and rows + file.record_count > policy.max_rewrite_rows:
             continue
@@ -75,7 +76,8 @@ def fold(table, index: KeyIndex, policy: FoldPolicy) -> None:
     rewritten = {f.file_path for f in rewrite}
     moves: list[tuple[np.ndarray, str, int]] = []  # (slots, new file path, rows) applied after the commit
     with CachedTransaction(table) as tx:
-        with RowDelta(tx, table.io, {}, rewrite=True) as delta:
+        delta = RowDelta(tx, table.io, {}, rewrite=True)
+        with delta:
             for file in rewrite + old_deletes:
                 delta.remove(file)
             slots, numbers, positions = index.rows_in([index.number(f.file_path) for f in rewrite])

@@ -8,7 +8,7 @@ filter, made exact). Asking the table instead would read the key column of every
 batch's keys may fall in: with random keys, every file, every batch.
 
 Keys are held as two 64-bit hashes (DuckDB's ``hash``, with and without a salt), not as
-strings: 10 M keys take 240 MB (hashes, file number, position) instead of ~1.5 GB of Python
+strings: 10 M keys take 240 MB (two hashes, file number, position: 24 bytes a key) instead of ~1.5 GB of Python
 strings. Two keys match only when both hashes do; for two different keys among 10 M to share
 both is a chance of about 1 in 10^24. The hashes live only in this process, so the hash
 function may change with DuckDB's version without harm.
@@ -45,7 +45,7 @@ class KeyIndex:
         order = np.lexsort((b, a))
         self.a, self.b = a[order], b[order]
         self.file = np.asarray(file_numbers, dtype=np.int32)[order]
-        self.pos = np.asarray(positions, dtype=np.int64)[order]
+        self.pos = np.asarray(positions, dtype=np.int32)[order]
         self.fresh: dict[tuple[int, int], tuple[int, int]] = {}
         self.files = list(files)
         self.numbers = {path: i for i, path in enumerate(self.files)}
@@ -85,7 +85,7 @@ class KeyIndex:
         slots = self._slots(a, b)
         in_base = slots >= 0
         files = np.full(len(keys), ABSENT, dtype=np.int32)
-        positions = np.zeros(len(keys), dtype=np.int64)
+        positions = np.zeros(len(keys), dtype=np.int32)
         files[in_base], positions[in_base] = self.file[slots[in_base]], self.pos[slots[in_base]]
         for i in np.flatnonzero(~in_base):
             files[i], positions[i] = self.fresh.get((int(a[i]), int(b[i])), (ABSENT, 0))
@@ -95,7 +95,7 @@ class KeyIndex:
         """Record where ``keys`` (distinct) now live (file -1: deleted)."""
         a, b = key_hashes(keys)
         numbers = np.broadcast_to(np.asarray(file_number, dtype=np.int32), (len(keys),))
-        positions = np.asarray(positions, dtype=np.int64)
+        positions = np.asarray(positions, dtype=np.int32)
         if len(keys) > 1000:  # a large batch (the initial snapshot): everything into the base, vectorised
             self.merge_fresh()
         slots = self._slots(a, b)
@@ -111,7 +111,7 @@ class KeyIndex:
             self.merge_fresh()
 
     def remove(self, keys: list[str]) -> None:
-        self.assign(keys, ABSENT, np.zeros(len(keys), dtype=np.int64))
+        self.assign(keys, ABSENT, np.zeros(len(keys), dtype=np.int32))
 
     def merge_fresh(self) -> None:
         """Fold the fresh keys into the sorted base."""
@@ -121,7 +121,7 @@ class KeyIndex:
         a = np.fromiter((k[0] for k in self.fresh), np.uint64, count)
         b = np.fromiter((k[1] for k in self.fresh), np.uint64, count)
         numbers = np.fromiter((v[0] for v in self.fresh.values()), np.int32, count)
-        positions = np.fromiter((v[1] for v in self.fresh.values()), np.int64, count)
+        positions = np.fromiter((v[1] for v in self.fresh.values()), np.int32, count)
         self.fresh = {}
         self._insert(a, b, numbers, positions)
 
@@ -130,8 +130,11 @@ class KeyIndex:
         order = np.lexsort((b, a))
         a, b, numbers, positions = a[order], b[order], numbers[order], positions[order]
         at = np.searchsorted(self.a, a)
-        self.a, self.b = np.insert(self.a, at, a), np.insert(self.b, at, b)
-        self.file, self.pos = np.insert(self.file, at, numbers), np.insert(self.pos, at, positions)
+        # one array at a time: the copy np.insert makes is the peak of a 10 M-key snapshot, so keep it to one array
+        self.a = np.insert(self.a, at, a)
+        self.b = np.insert(self.b, at, b)
+        self.file = np.insert(self.file, at, numbers)
+        self.pos = np.insert(self.pos, at, positions)
 
     def rows_in(self, file_numbers: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(slot, file number, position) of every live row in those files, ordered by file then position."""

@@ -53,7 +53,17 @@ def after_images(changes: pa.Table, columns: dict[str, str], schema: pa.Schema) 
     A column converts in one Arrow cast; only a column that holds a surprise goes value by value.
     """
     upserts = changes.filter(pc.not_equal(changes.column("op"), "d"))
-    images = [_decode(text) for text in upserts.column("after").to_pylist()]
+    parts = [_images(upserts.column("after").slice(start, IMAGE_CHUNK).to_pylist(), columns, schema)
+             for start in range(0, upserts.num_rows, IMAGE_CHUNK)]
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+#: after-images decoded at a time: a snapshot batch of 200,000 decoded at once held ~200 MB of Python dicts
+IMAGE_CHUNK = 20_000
+
+
+def _images(texts: list[str], columns: dict[str, str], schema: pa.Schema) -> pa.Table:
+    images = [_decode(text) for text in texts]
     arrays = []
     for field in schema:
         source = columns.get(field.name)
@@ -193,7 +203,8 @@ class DimensionWriter:
         deletes = pa.table({"file_path": pa.array([index.files[n] for n in numbers[found]], pa.string()),
                             "pos": pa.array(positions[found], pa.int64())})
         with CachedTransaction(self.table) as tx:
-            with RowDelta(tx, self.table.io, properties) as delta:
+            delta = RowDelta(tx, self.table.io, properties)
+            with delta:
                 data = write_data_file(tx.table_metadata, self.table.io, images) if images.num_rows else None
                 if data is not None:
                     delta.add(data)

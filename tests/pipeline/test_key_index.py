@@ -1,0 +1,73 @@
+"""The dimension writer's key index (pipeline/cdc/key_index.py): where each key's live row is."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.cdc.key_index import ABSENT, KeyIndex, key_hashes
+
+
+def index_of(keys: list[str], file_number: int = 0) -> KeyIndex:
+    return KeyIndex(pa.array(keys, pa.large_string()), np.full(len(keys), file_number),
+                    np.arange(len(keys)), ["f0", "f1", "f2"])
+
+
+def test_a_built_index_finds_each_key_and_not_a_stranger():
+    index = index_of([f"k{i}" for i in range(1000)])
+    files, positions = index.locate(["k7", "k999", "nobody"])
+    assert files.tolist() == [0, 0, ABSENT] and positions[:2].tolist() == [7, 999]
+    assert len(index) == 1000
+
+
+def test_updates_deletes_and_new_keys_move_where_keys_are():
+    index = index_of(["a", "b", "c"])
+    index.assign(["b", "new"], 1, np.array([0, 1]))
+    index.remove(["c"])
+    files, positions = index.locate(["a", "b", "c", "new"])
+    assert files.tolist() == [0, 1, ABSENT, 1] and positions.tolist()[:2] == [0, 0] and positions[3] == 1
+    assert len(index) == 3
+    index.assign(["c"], 2, np.array([5]))  # a deleted key inserted again
+    assert index.locate(["c"])[0].tolist() == [2]
+
+
+def test_fresh_keys_merged_into_the_base_are_still_found():
+    index = index_of([f"k{i}" for i in range(10)])
+    index.assign(["x", "y"], 1, np.array([0, 1]))
+    assert index.fresh
+    index.merge_fresh()
+    assert not index.fresh and index.locate(["x", "y", "k3"])[0].tolist() == [1, 1, 0]
+
+
+def test_a_large_batch_of_new_keys_goes_straight_into_the_sorted_base():
+    index = index_of([])
+    keys = [f"m{i}" for i in range(5000)]
+    index.assign(keys, 0, np.arange(5000))
+    assert not index.fresh and len(index) == 5000
+    assert (np.diff(index.a.astype(np.float64)) >= 0).all()
+    assert index.locate(keys[::997])[1].tolist() == list(range(0, 5000, 997))
+
+
+def test_two_keys_sharing_the_first_hash_are_told_apart_by_the_second(monkeypatch):
+    from pipeline.cdc import key_index
+
+    def colliding(keys):  # every key gets the same first hash: lookups must walk the run and compare the second
+        a, b = key_hashes(keys)
+        return np.full_like(a, 42), b
+
+    monkeypatch.setattr(key_index, "key_hashes", colliding)
+    index = index_of(["p", "q", "r"])
+    files, positions = index.locate(["p", "q", "r", "s"])
+    assert positions[:3].tolist() == [0, 1, 2] and files.tolist() == [0, 0, 0, ABSENT]
+    index.assign(["q"], 1, np.array([9]))
+    assert index.locate(["p", "q"])[0].tolist() == [0, 1]
+
+
+def test_rows_in_and_live_per_file_follow_the_moves():
+    index = index_of(["a", "b", "c", "d"])
+    index.remove(["b"])
+    slots, files, positions = index.rows_in([0])
+    assert positions.tolist() == [0, 2, 3] and set(files.tolist()) == {0}
+    index.move(slots, 2, np.arange(3))
+    assert index.live_per_file() == {2: 3}
+    assert index.locate(["d"])[1].tolist() == [2]

@@ -1,0 +1,136 @@
+"""The dimension writer at size (pipeline/cdc/upsert.py, row_delta.py, fold.py) on the real catalog and S3:
+a batch adds files in proportion to its changes, never rewrites the table; every reader (PyIceberg, DuckDB,
+Spark, Trino) sees the rows MariaDB would hold; folding bounds the delete files; a compaction by another
+writer is survived without bringing a row back."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pyarrow as pa
+import pytest
+
+from lakehouse.catalog import pyiceberg_catalog
+from pipeline.cdc.apply import CHANGE_SCHEMA
+from pipeline.cdc.dimension_tables import dimensions, ensure_dimension_tables
+from pipeline.cdc.fold import FoldPolicy
+from pipeline.cdc.live_rows import live_files
+from pipeline.cdc.upsert import DimensionWriter
+from pipeline.kafka_source import offsets as kafka_offsets
+
+COLUMNS = {"userid": "userid", "name": "name", "show_params": "show_params", "member_level": "memberLevel",
+           "update_time": "update_time"}
+
+
+class Changes:
+    """Member changes in binlog order, and the rows the source holds after them."""
+
+    def __init__(self):
+        self.position, self.state = 0, {}
+
+    def batch(self, *changes: tuple[str, str, int | None]) -> pa.Table:
+        rows = []
+        for op, key, level in changes:
+            self.position += 1
+            after = None if op == "d" else {"userid": key, "name": f"n{key}", "show_params": None,
+                                            "memberLevel": level, "update_time": "2026-11-26T00:00:00.000Z"}
+            rows.append({"topic": "t", "partition": 0, "offset": self.position, "tbl": "user_member", "op": op,
+                         "pk": key, "order_key": f"binlog.000001:{self.position:015d}:000000", "source_ts_ms": 0,
+                         "after": None if after is None else json.dumps(after)})
+            if op == "d":
+                self.state.pop(key, None)
+            else:
+                self.state[key] = level
+        return pa.Table.from_pylist(rows, schema=CHANGE_SCHEMA)
+
+    def props(self) -> dict[str, str]:
+        return kafka_offsets.commit_properties({"t": {0: self.position}}, {})
+
+
+@pytest.fixture
+def members(settings):
+    s = settings.model_copy(deep=True)
+    stamp = time.time_ns()
+    s.catalog.products_table, s.catalog.members_table = f"ods_test.p_{stamp}", f"ods_test.m_{stamp}"
+    ensure_dimension_tables(s)
+    return s, dimensions(s)["user_member"].table
+
+
+def writer_for(s, table: str, fold_files: int = 1000) -> DimensionWriter:
+    return DimensionWriter(pyiceberg_catalog(s), table, "userid", COLUMNS, whole_table_rows=0,
+                           policy=FoldPolicy(fold_files=fold_files, target_rows=2_000))
+
+
+def levels(table) -> dict[str, int]:
+    rows = table.scan(selected_fields=("userid", "member_level")).to_arrow()
+    keys = rows.column("userid").to_pylist()
+    assert len(keys) == len(set(keys)), "a key is in the table twice"
+    return dict(zip(keys, rows.column("member_level").to_pylist(), strict=True))
+
+
+def test_a_batch_adds_a_data_file_and_a_delete_file_and_rewrites_nothing(members):
+    s, name = members
+    changes, writer = Changes(), writer_for(*members)
+    writer.apply(changes.batch(*(("r", f"k{i}", 0) for i in range(5000))), changes.props())
+    before = {e.data_file.file_path for e in live_files(writer.table)}
+    writer.apply(changes.batch(("u", "k1", 1), ("u", "k2", 2), ("d", "k3", None), ("c", "new", 5)), changes.props())
+    after = [e.data_file for e in live_files(writer.table)]
+    added = [f for f in after if f.file_path not in before]
+    assert before <= {f.file_path for f in after}  # no file of the table was replaced
+    assert sorted((f.content, f.record_count) for f in added) == [(0, 3), (1, 3)]  # 3 images; deletes for k1..k3
+    assert levels(writer.table) == changes.state
+
+
+def test_no_delete_is_written_for_a_key_no_file_holds(members):
+    changes, writer = Changes(), writer_for(*members)
+    writer.apply(changes.batch(("c", "a", 1)), changes.props())
+    writer.apply(changes.batch(("c", "b", 1), ("c", "c", 1)), changes.props())
+    assert not [e for e in live_files(writer.table) if e.data_file.content != 0]
+
+
+def test_keys_deleted_and_inserted_again_within_and_across_batches_read_right_everywhere(members, spark, trino):
+    from queries.duckdb_engine import DuckDBEngine
+
+    s, name = members
+    changes, writer = Changes(), writer_for(*members)
+    writer.apply(changes.batch(*(("r", f"k{i}", 0) for i in range(100))), changes.props())
+    writer.apply(changes.batch(("d", "k1", None), ("c", "k1", 7), ("u", "k2", 3), ("d", "k2", None)), changes.props())
+    writer.apply(changes.batch(("d", "k5", None)), changes.props())
+    writer.apply(changes.batch(("c", "k5", 8), ("u", "k6", 1), ("u", "k6", 2)), changes.props())
+    assert levels(writer.table) == changes.state
+    sql = f"SELECT userid, member_level FROM {name}"
+    expected = sorted(changes.state.items())
+    assert sorted((r["userid"], r["member_level"]) for r in DuckDBEngine(s).run(sql).to_pylist()) == expected
+    assert sorted((r.userid, r.member_level) for r in spark.sql(f"SELECT * FROM {name}").collect()) == expected
+    assert sorted((r["userid"], r["member_level"]) for r in trino.run(sql).to_pylist()) == expected
+    restarted = writer_for(*members)  # a restart reads where each key is from the files and their deletes
+    assert len(restarted.index) == len(changes.state)
+    restarted.apply(changes.batch(("u", "k1", 9)), changes.props())
+    assert levels(restarted.table) == changes.state
+
+
+def test_folding_bounds_the_delete_files_and_keeps_every_row(members):
+    changes, writer = Changes(), writer_for(*members, fold_files=4)
+    writer.apply(changes.batch(*(("r", f"k{i}", 0) for i in range(6000))), changes.props())
+    for n in range(12):
+        writer.apply(changes.batch(*(("u", f"k{(n * 37 + j) % 6000}", n) for j in range(50)),
+                                   ("d", f"k{n}", None), ("c", f"x{n}", n)), changes.props())
+        files = [e.data_file for e in live_files(writer.table)]
+        assert sum(1 for f in files if f.content != 0) <= 4 + 3  # folded every 4; file-scoped ones after a fold
+    assert levels(writer.table) == changes.state
+    assert any(not (snap.summary.additional_properties if snap.summary else {}).get(kafka_offsets.OFFSETS_PROPERTY)
+               for snap in writer.table.snapshots())  # folds happened (they record no offsets)
+
+
+def test_a_compaction_by_spark_between_batches_brings_no_row_back(members, spark):
+    s, name = members
+    changes, writer = Changes(), writer_for(*members)
+    writer.apply(changes.batch(*(("r", f"k{i}", 0) for i in range(300))), changes.props())
+    writer.apply(changes.batch(("u", "k1", 1), ("d", "k2", None)), changes.props())
+    spark.sql(f"CALL {s.catalog.name}.system.rewrite_data_files(table => '{name}', "
+              "options => map('delete-file-threshold', '1', 'min-input-files', '1'))").collect()
+    writer.apply(changes.batch(("u", "k1", 2), ("d", "k4", None), ("c", "k2", 5)), changes.props())  # stale index
+    assert levels(writer.catalog.load_table(name)) == changes.state
+    assert sorted((r.userid, r.member_level) for r in spark.sql(f"SELECT * FROM {name}").collect()) == \
+        sorted(changes.state.items())
