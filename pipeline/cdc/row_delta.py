@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.io.pyarrow import write_file
 from pyiceberg.manifest import (
     DataFile,
@@ -89,6 +90,20 @@ class RowDelta(_FastAppendFiles):
                          snapshot_properties=snapshot_properties)
         self.rewrite = rewrite
         self._removed: set[str] = set()
+
+    def _validate_concurrency(self) -> None:
+        """Refuse PyIceberg's retry on a table another writer changed: the positions must be found again.
+
+        PyIceberg 0.12 retries a failed commit by building the same snapshot on the new head. For
+        an append that is right; for position deletes it is not: a compaction that rewrote the
+        files they name would leave them pointing at files no longer live, and the old rows
+        would come back in the compacted ones (a test does exactly this). Failing here sends
+        the writer back to reload where every key is, and apply the batch again.
+        """
+        head = self._current_branch_head_id()
+        if head != self._starting_snapshot_id:
+            raise CommitFailedException(f"the table moved from snapshot {self._starting_snapshot_id} to {head} "
+                                        "under a row delta; its positions are read again")
 
     def add(self, file: DataFile) -> RowDelta:
         self.append_data_file(file)  # the summary counts data and delete files by their content
