@@ -26,6 +26,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import psutil
@@ -90,6 +91,7 @@ class ScaleResult:
     reads_end: ReadCost | None = None
     fingerprints: dict[str, tuple] = field(default_factory=dict)
     sample_differences: dict[str, int] = field(default_factory=dict)
+    kills: list[str] = field(default_factory=list)
 
     @property
     def write_amplification(self) -> float:
@@ -99,15 +101,15 @@ class ScaleResult:
 class PeakRss:
     """The highest resident memory each watched process reached, sampled twice a second."""
 
-    def __init__(self, pids: dict[str, int]):
-        self.pids, self.peak = pids, {name: 0 for name in pids}
+    def __init__(self, pids: Callable[[], dict[str, int]]):
+        self.pids, self.peak = pids, {name: 0 for name in pids()}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(0.5):
-            for name, pid in self.pids.items():
+            for name, pid in self.pids().items():
                 try:
                     self.peak[name] = max(self.peak[name], psutil.Process(pid).memory_info().rss)
                 except psutil.NoSuchProcess:
@@ -179,18 +181,55 @@ class MemberChanges:
         return 1
 
 
+class CdcProcesses:
+    """The capture and the apply job as processes of their own, which a chaos run kills with SIGKILL and restarts."""
+
+    def __init__(self, s: Settings, tag: str):
+        self.s, self.logs = s, s.run_dir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.tag = tag
+        self.running = {name: self._start(name) for name in ("cdc", "dims")}
+        self.kills: list[str] = []
+
+    def _start(self, name: str) -> subprocess.Popen:
+        return start_job_process(self.s, name, self.logs / f"bench-cdc-scale-{name}-{self.tag}.log")
+
+    def pids(self) -> dict[str, int]:
+        return {"capture": self.running["cdc"].pid, "apply": self.running["dims"].pid}
+
+    def check(self) -> None:
+        for name, p in self.running.items():
+            if p.poll() is not None:
+                raise RuntimeError(f"`lakehouse run {name}` ended (exit {p.returncode}); its log: "
+                                   f"{self.logs / f'bench-cdc-scale-{name}-{self.tag}.log'}")
+
+    def crash(self, name: str, when: str) -> None:
+        """kill -9 one of them, then start it again (as a supervisor would)."""
+        self.running[name].kill()
+        self.running[name].wait()
+        self.running[name] = self._start(name)
+        self.kills.append(f"{name} {when}")
+
+    def stop(self) -> None:
+        for p in self.running.values():
+            p.send_signal(signal.SIGTERM)
+        for p in self.running.values():
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
 def _applied(s: Settings) -> int:
     """Changes the member table has committed (offsets in its newest progress snapshot)."""
     table = pyiceberg_catalog(s).load_table(s.catalog.members_table)
     return sum(committed_position(table).offsets.get(s.cdc_topic("user_member"), {}).values())
 
 
-def _wait_applied(s: Settings, target: int, timeout: float, processes) -> float:
+def _wait_applied(s: Settings, target: int, timeout: float, processes: CdcProcesses) -> float:
     began = time.monotonic()
     while time.monotonic() - began < timeout:
-        for p in processes:
-            if p.poll() is not None:
-                raise RuntimeError(f"a CDC process ended (exit {p.returncode}); its log is under {s.run_dir / 'logs'}")
+        processes.check()
         try:
             if _applied(s) >= target:
                 return time.monotonic() - began
@@ -239,7 +278,9 @@ def _freshness(s: Settings, since_ms: int) -> tuple[float, float]:
 
 
 def run(settings: Settings, members: int, rate: float, duration: float, progress=print,
-        engines: tuple[str, ...] = ("duckdb", "spark", "trino")) -> ScaleResult:
+        engines: tuple[str, ...] = ("duckdb", "spark", "trino"), chaos: bool = False) -> ScaleResult:
+    """The whole benchmark (module docstring); ``chaos``: kill -9 the capture and the apply job, each once
+    during the snapshot and once during the changes, restarting them; the readers must still agree."""
     from lab.reconcile import member_fingerprints, member_sample_differences
 
     s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"))
@@ -249,18 +290,18 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
     loaded = load_table(s, "user_member", members)
     progress(f"loaded {members:,} members in {loaded.seconds:.1f}s ({loaded.rows_per_s:,.0f} rows/s)")
     Broker(s).bootstrap()
-    logs = s.run_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    tag = s.mariadb.database
     began = time.monotonic()
-    capture = start_job_process(s, "cdc", logs / f"bench-cdc-scale-capture-{tag}.log")
-    apply = start_job_process(s, "dims", logs / f"bench-cdc-scale-apply-{tag}.log")
-    processes = (capture, apply)
+    processes = CdcProcesses(s, s.mariadb.database)
+    writer = MemberChanges(s, members)
     try:
-        peaks = PeakRss({"capture": capture.pid, "apply": apply.pid})
-        writer = MemberChanges(s, members)
+        peaks = PeakRss(processes.pids)
         during = threading.Thread(target=writer.run, args=(100, 20.0), daemon=True)  # changes *during* the snapshot
         during.start()
+        if chaos:
+            _wait_applied(s, members // 3, 3600, processes)
+            processes.crash("dims", "during the snapshot")
+            _wait_topic(s, members // 2 if members > 100_000 else 1, processes)
+            processes.crash("cdc", "during the snapshot")
         _wait_applied(s, members, 3600, processes)
         snapshot_s = time.monotonic() - began
         during.join()
@@ -272,16 +313,11 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
         _wait_applied(s, _topic_end(s), 300, processes)
         result.reads_start = read_cost(s, members)
         if duration > 0:
-            _steady(s, result, writer, rate, duration, processes, apply.pid, progress)
+            _steady(s, result, writer, rate, duration, processes, progress, chaos)
             result.reads_end = read_cost(s, members)
     finally:
-        for p in processes:
-            p.send_signal(signal.SIGTERM)
-        for p in processes:
-            try:
-                p.wait(60)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        processes.stop()
+    result.kills = processes.kills
     result.data_files_end, result.delete_files_end = _files(s)
     progress("reading the table back through " + ", ".join(("mariadb", *engines)))
     result.fingerprints = member_fingerprints(s, engines)
@@ -289,18 +325,28 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
     return result
 
 
+def _wait_topic(s: Settings, target: int, processes: CdcProcesses) -> None:
+    while _topic_end(s) < target:
+        processes.check()
+        time.sleep(0.2)
+
+
 def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float, duration: float,
-            processes, apply_pid: int, progress) -> None:
+            processes: CdcProcesses, progress, chaos: bool) -> None:
     progress(f"writing {rate:,.0f} changes/s for {duration:.0f}s")
-    peaks = PeakRss({"apply": apply_pid})
+    peaks = PeakRss(lambda: {"apply": processes.pids()["apply"]})
     since_ms, began = int(time.time() * 1000), time.monotonic()
     first = _applied(s)
     written: list[int] = []
     thread = threading.Thread(target=lambda: written.append(writer.run(rate, duration)), daemon=True)
     thread.start()
     samples = []
+    crashes = [(duration / 3, "dims"), (2 * duration / 3, "cdc")] if chaos else []
     while thread.is_alive():
-        samples.append((time.monotonic() - began, _applied(s) - first))
+        elapsed = time.monotonic() - began
+        if crashes and elapsed >= crashes[0][0]:
+            processes.crash(crashes.pop(0)[1], "during the changes")
+        samples.append((elapsed, _applied(s) - first))
         time.sleep(1.0)
     samples.append((time.monotonic() - began, _applied(s) - first))
     _wait_applied(s, _topic_end(s), 300, processes)

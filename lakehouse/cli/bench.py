@@ -191,6 +191,9 @@ def cdc(
              "snapshotted by the capture's first run, then 80 % updates, 10 % inserts, 10 % deletes.", min=0)] = 0,
     engines: Annotated[str, typer.Option(help="With --members: the readers checked against MariaDB.")]
         = "duckdb,spark,trino",
+    chaos: Annotated[bool, typer.Option(help="With --members: kill -9 the capture and the apply job once during "
+                                             "the snapshot and once during the changes (each restarted); every "
+                                             "reader must still equal MariaDB.")] = False,
 ) -> None:
     """Sustained changes/s and apply freshness p50/p95 (database commit -> visible in Iceberg).
 
@@ -201,7 +204,7 @@ def cdc(
     """
     settings = stack_settings_or_exit(*CLICK_STACK, "mariadb")
     if members:
-        _cdc_at_scale(settings, rate, duration, members, tuple(e for e in engines.split(",") if e))
+        _cdc_at_scale(settings, rate, duration, members, tuple(e for e in engines.split(",") if e), chaos)
         return
     from lab.bench.cdc import run
     from pipeline.metrics import serve
@@ -221,11 +224,12 @@ def cdc(
             time.monotonic() - began)
 
 
-def _cdc_at_scale(settings, rate: float, duration: float, members: int, engines: tuple[str, ...]) -> None:
+def _cdc_at_scale(settings, rate: float, duration: float, members: int, engines: tuple[str, ...],
+                  chaos: bool) -> None:
     from lab.bench.cdc_scale import run
 
     with friendly_errors():
-        r = run(settings, members, rate, duration, progress=console.log, engines=engines)
+        r = run(settings, members, rate, duration, progress=console.log, engines=engines, chaos=chaos)
     same = {name: fp == r.fingerprints["mariadb"] for name, fp in r.fingerprints.items() if name != "mariadb"}
     print_figures(f"CDC at scale: {members:,} members, {rate:,.0f} changes/s for {duration:.0f}s", [
         ("load into MariaDB (rows/s)", f"{r.load_rows_per_s:,.0f}"),
@@ -243,6 +247,7 @@ def _cdc_at_scale(settings, rate: float, duration: float, members: int, engines:
         *((f"DuckDB point query p95 / full count p95 (s), delete files: {when}",
            f"{c.point_p95_s:.2f} / {c.count_p95_s:.2f}, {c.delete_files}")
           for when, c in (("after the snapshot", r.reads_start), ("at the end", r.reads_end)) if c is not None),
+        *((("kill -9, then restarted", "; ".join(r.kills)),) if r.kills else ()),
         ("rows, keys, sums equal to MariaDB's", ", ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in same.items())),
         ("sampled changed keys differing", ", ".join(f"{k}: {v}" for k, v in r.sample_differences.items())),
     ])
