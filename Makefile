@@ -9,7 +9,7 @@ LAKEHOUSE := $(BIN)/lakehouse
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install debs artifacts checkov demo lint test-unit test down-local status-local clean bench bench-ingest bench-system bench-headroom bench-load bench-cdc soak soak-pair chaos test-chaos trino-local \
+.PHONY: help install debs artifacts checkov demo lint test-unit test down-local status-local clean bench bench-ingest bench-system bench-headroom bench-load bench-cdc bench-cdc-scale soak-cdc soak-pair chaos test-chaos trino-local \
         up down status trino load image-lock k8s-generate k8s-validate k8s-crds
 
 help: ## List the targets
@@ -49,9 +49,10 @@ $(CHECKOV): deploy/k8s/checkov.lock
 demo: install ## The whole story on the local stack (KEEP=1 leaves the stack up afterwards)
 	@$(LAKEHOUSE) demo $(if $(KEEP),--keep-running,)
 
-lint: install ## ruff over the tree, mypy over the base settings and pipeline/ (config in pyproject.toml)
+lint: install ## ruff over the tree, mypy over the base settings and pipeline/, every path the docs quote exists
 	@$(BIN)/ruff check .
 	@$(BIN)/mypy
+	@$(BIN)/python -m lab.docs_check
 
 test-unit: install ## The tests that need no services (no stack, no Spark): about a minute
 	@$(BIN)/pytest -m "not stack and not slow and not chaos" $(PYTEST_ARGS)
@@ -109,6 +110,14 @@ chaos: install ## Fault injection under load on a stack of its own (FAULTS=all|c
 bench-cdc: install ## CDC benchmark: changes/s and apply freshness (CDC_RATE=changes/s CDC_DURATION=seconds)
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench cdc --rate $(or $(CDC_RATE),1000) --duration $(or $(CDC_DURATION),60)
+
+bench-cdc-scale: install ## CDC into a member table of MEMBERS rows (10 M): snapshot, changes, write amplification, readers (~11 min)
+	@$(LAKEHOUSE) stack up
+	@$(LAKEHOUSE) bench cdc --members $(or $(MEMBERS),10000000) --rate $(or $(CDC_RATE),1000) --duration $(or $(CDC_DURATION),300)
+
+soak-cdc: install ## bench-cdc-scale for an hour: delete files bounded, point query and count at the start and the end
+	@$(LAKEHOUSE) stack up
+	@$(LAKEHOUSE) bench cdc --members $(or $(MEMBERS),10000000) --rate $(or $(CDC_RATE),1000) --duration $(or $(CDC_DURATION),3600)
 
 # ---------------------------------------------------------------- Kubernetes (kind)
 KIND_CLUSTER := lakehouse

@@ -18,8 +18,20 @@ import requests
 
 from lakehouse.settings import Settings
 
-LATENCY = {f"p{int(q * 100)}": f"histogram_quantile({q}, sum by (le) (rate(lakehouse_e2e_latency_seconds_bucket[1m])))"
-           for q in (0.5, 0.95, 0.99)}
+#: freshness per table as readers see it (the probe), else the writers' own last commit: one series per table.
+#: ``or on(table)``: the writers' view only for tables the probe has no series for. A plain ``or`` also kept
+#: every writer series whose job/instance labels differ from the probe's, and the legend names both "{table}":
+#: a process that stopped committing (the demo's bootstrap) drew its stale, climbing age over the probe's.
+FRESHNESS = ("max by (table) (lakehouse_table_commit_age_seconds) or on(table) "
+             "max by (table) (time() - lakehouse_table_last_commit_timestamp_seconds)")
+
+
+def rate_window(since_seconds: float, scrape_seconds: float) -> int:
+    """Seconds a rate() looks back: a sixth of the run, at least four scrapes, at most a minute.
+
+    A one-minute rate window on the one-minute demo ramped up across the whole run.
+    """
+    return int(min(60.0, max(4 * scrape_seconds, since_seconds / 6)))
 
 
 @dataclass
@@ -32,16 +44,19 @@ class Panel:
     series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
-def panels() -> list[Panel]:
+def panels(window_s: int = 60) -> list[Panel]:
+    """The report's plots; ``window_s``: how far back each rate() looks (``rate_window``)."""
+    w = f"{window_s}s"
+    latency = {f"p{int(q * 100)}": f"histogram_quantile({q}, sum by (le) (rate(lakehouse_e2e_latency_seconds_bucket[{w}])))"
+               for q in (0.5, 0.95, 0.99)}
     return [
-        Panel("End-to-end latency (produce -> committed and visible)", "seconds", LATENCY),
+        Panel("End-to-end latency (produce -> committed and visible)", "seconds", latency),
         Panel("Freshness per table (now - newest commit, as readers see it)", "seconds",
-              {"{table}": "lakehouse_table_commit_age_seconds or "
-                          "(time() - lakehouse_table_last_commit_timestamp_seconds)"}, legend_label="table"),
+              {"{table}": FRESHNESS}, legend_label="table"),
         Panel("Events per second: produced vs committed", "events/s", {
-            "produced (Locust)": 'sum(rate(lakehouse_loadgen_events_total{outcome="delivered"}[1m]))',
+            "produced (Locust)": f'sum(rate(lakehouse_loadgen_events_total{{outcome="delivered"}}[{w}]))',
             "committed (valid + dead-lettered)":
-                'sum(rate(lakehouse_pipeline_rows_total{pipeline="clicks",stage=~"valid|dead_letter"}[1m]))'}),
+                f'sum(rate(lakehouse_pipeline_rows_total{{pipeline="clicks",stage=~"valid|dead_letter"}}[{w}]))'}),
         Panel("Kafka lag (records not yet committed to Iceberg)", "records",
               {"{topic}": "sum by (topic) (lakehouse_kafka_lag_records)"}, legend_label="topic"),
     ]
@@ -68,7 +83,7 @@ def collect(settings: Settings, since_seconds: float, now: float | None = None) 
     end = now or time.time()
     start = end - since_seconds
     step = max(settings.prometheus.scrape_interval_seconds, since_seconds / 300)
-    result = panels()
+    result = panels(rate_window(since_seconds, settings.prometheus.scrape_interval_seconds))
     for panel in result:
         panel.window = (start, end)
         for legend, promql in panel.queries.items():

@@ -95,7 +95,7 @@ class MaintenanceSettings(BaseModel):
     nice: int = Field(
         19, ge=0, le=19, description="CPU niceness `lakehouse run maintain` gives itself (and its Spark JVM), so "
                                      "on a shared machine the streaming writers get the cores first (19: it "
-                                     "runs on what they leave; docs/results/soak-the-hour.md).")
+                                     "runs on what they leave; docs/maintenance.md, the soak CSVs in docs/results/).")
 
     @property
     def small_file_bytes(self) -> int:

@@ -1,4 +1,4 @@
-"""Run Locust headless for `lakehouse load`: command line, reports, achieved vs target rate."""
+"""Run Locust headless for `lakehouse load clicks`: command line, reports, achieved vs target rate."""
 
 from __future__ import annotations
 

@@ -28,15 +28,3 @@ def latest_properties(spark, table: str, key: str, *others: str) -> dict[str, st
         """
     ).collect()
     return {k: (rows[0][k] if rows else None) for k in wanted}
-
-
-def sql_with_properties(spark, statement: str, properties: dict[str, str]) -> None:
-    """Run a SQL statement (MERGE, DELETE) whose Iceberg commit carries ``properties``.
-
-    SQL has no write options, so this goes through the project's small JVM helper
-    (``deploy/native/java/lakehouse/CommitWithProperties.java``).
-    """
-    props = spark._jvm.java.util.HashMap()
-    for key, value in properties.items():
-        props.put(key, value)
-    spark._jvm.lakehouse.CommitWithProperties.sql(spark._jsparkSession, statement, props)

@@ -9,16 +9,20 @@ was computed and send the text, so a one-shot `lakehouse query` needs no Arrow o
 from __future__ import annotations
 
 import io
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import msgspec
 from rich.console import Console
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 FORMATS = ("table", "csv", "json")
+
+#: numbers stay numbers: a DECIMAL (DuckDB's sum() of integers is one) is written as its exact digits, not a
+#: string; times as ISO 8601; anything else JSON has no type for as its text
+_JSON = msgspec.json.Encoder(decimal_format="number", enc_hook=str)
 
 
 @dataclass
@@ -47,7 +51,7 @@ def render(result: pa.Table, fmt: str) -> Rendered:
         pacsv.write_csv(result, buffer)
         return Rendered(text=buffer.getvalue().decode())
     if fmt == "json":
-        return Rendered(text="".join(json.dumps(row, default=str) + "\n" for row in result.to_pylist()))
+        return Rendered(text="".join(_JSON.encode(row).decode() + "\n" for row in result.to_pylist()))
     kinds = [result.schema.field(name).type for name in result.column_names]
     columns = [(name, pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t))
                for name, t in zip(result.column_names, kinds)]

@@ -50,6 +50,11 @@ class MaintenanceJob:
         self.tables = managed_tables(settings)
         self.actions = Actions(spark, settings.catalog.name, settings.maintenance)
         self.clicks = f"{settings.catalog.name}.{settings.catalog.clicks_table}"
+        c = settings.catalog
+        #: tables whose writer folds their files itself (the CDC apply's key index knows every live row):
+        #: a Spark rewrite here would rewrite every file with a delete (the whole table, for random keys)
+        #: and make the writer read its index again; maintenance only expires their snapshots and orphans
+        self.writer_folded = {f"{c.name}.{c.products_table}", f"{c.name}.{c.members_table}"}
         m = settings.maintenance
         delay = FIRST_ORPHAN_SCAN_PASSES * m.interval_seconds if first_orphan_scan_after_s is None \
             else first_orphan_scan_after_s
@@ -98,6 +103,8 @@ class MaintenanceJob:
         now_ms = int(time.time() * 1000)
         health = read_health(self.spark, table, m.tier_bounds)
         actions = planned(health, m, now_ms, table == this_pass.scan and not this_pass.merged)
+        if table in self.writer_folded:
+            actions = [a for a in actions if a in ("expire", "remove_orphans")]
         this_pass.merged = this_pass.merged or "merge" in actions
         for action in actions:
             try:

@@ -7,7 +7,7 @@ import time
 
 import requests
 
-from lab.report import collect, write_report
+from lab.report import collect, rate_window, write_report
 from pipeline import metrics
 from queries.freshness_probe import COMMIT_AGE, probe_once
 from tests.pipeline.aggregate_support import append_clicks, click_rows
@@ -64,3 +64,39 @@ def test_exporters_reach_prometheus_and_the_report_plots_them(settings, tmp_path
     pngs = sorted(tmp_path.glob("*.png"))
     assert len(pngs) == 4 and all(p.stat().st_size > 10_000 for p in pngs)
     assert "Kafka lag" in page.read_text()
+
+
+def test_the_freshness_plot_shows_what_readers_see_not_a_stale_writer(spark, click_settings):
+    """A writer that stopped committing still exports its last commit time (the demo's bootstrap did): the
+    plot must show the probe's age of the table, which drops when the table commits, not that stale one."""
+    from prometheus_client import CollectorRegistry, Gauge, start_http_server
+
+    s = click_settings
+    table = s.catalog.clicks_table
+    stale = CollectorRegistry()
+    Gauge("lakehouse_table_last_commit_timestamp_seconds", "a writer that stopped", ["table"],
+          registry=stale).labels(table).set(time.time() - 600)
+    start_http_server(s.metrics.maintenance_port, s.metrics.host, registry=stale)  # another scraped process
+    metrics.serve(s.metrics.host, s.metrics.probe_port)
+    append_clicks(spark, s, click_rows(20, random.Random(3)))
+    deadline = time.monotonic() + 60
+    while not (prometheus_has(s, f'lakehouse_table_commit_age_seconds{{table="{table}"}}')
+               and prometheus_has(s, f'lakehouse_table_last_commit_timestamp_seconds{{table="{table}"}}')):
+        probe_once(s)
+        assert time.monotonic() < deadline, "Prometheus never scraped both exporters"
+        time.sleep(1)
+    for _ in range(3):
+        probe_once(s)
+        time.sleep(s.prometheus.scrape_interval_seconds)
+    series = {p.title.split(" (")[0]: p for p in collect(s, 120)}["Freshness per table"].series[table]
+    assert max(v for _, v in series[-3:]) < 300, f"the stale writer's age was plotted: {series[-3:]}"
+    before = series[-1][1]
+    append_clicks(spark, s, click_rows(20, random.Random(4)))
+    probe_once(s)
+    time.sleep(s.prometheus.scrape_interval_seconds + 1)
+    assert collect(s, 120)[1].series[table][-1][1] < before + 1, "a commit makes the plotted age drop"
+
+
+def test_rate_windows_fit_the_run():
+    assert rate_window(60, 2) == 10  # the demo's minute: 10 s, not a 1-minute ramp
+    assert rate_window(3600, 2) == 60 and rate_window(10, 5) == 20

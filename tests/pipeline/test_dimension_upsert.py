@@ -82,3 +82,14 @@ def test_a_batch_applied_twice_leaves_the_same_rows(settings, whole_table_rows):
     fresh = DimensionWriter(pyiceberg_catalog(s), table, "productId", PRODUCT_COLUMNS)  # a restart reads the keys
     assert fresh.live_keys == 2 and fresh.index is not None and len(fresh.index) == 2
     assert (fresh.index.locate(["1", "2", "3"])[0] >= 0).tolist() == [True, False, True]
+
+
+def test_the_snapshot_reads_timestamps_and_decimals_as_the_stream_writes_them():
+    """The snapshot reads TIMESTAMP and DECIMAL as text (fast); the binlog stream converts Python values:
+    both must give the apply job the same JSON values."""
+    from pipeline.cdc import envelope as env
+
+    stamp = dt.datetime(2026, 11, 26, 4, 41, 18, 123456, tzinfo=dt.timezone.utc)
+    assert env._timestamp_text("2026-11-26 04:41:18.123456") == env.to_json_value(stamp)
+    assert env._timestamp_text("2026-11-26 04:41:18") == env.to_json_value(stamp.replace(microsecond=0))
+    assert env.SNAPSHOT_CONVERSIONS[env.FIELD_TYPE.NEWDECIMAL]("8.1000") == env.to_json_value(Decimal("8.1000"))

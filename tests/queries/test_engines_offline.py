@@ -78,3 +78,23 @@ def test_trino_unreachable_says_how_to_fix_it():
     s.trino.port = 1  # nothing listens there
     with pytest.raises(EngineGap, match="`lakehouse trino` starts it"):
         TrinoEngine(s).run("SELECT 1 AS one")
+
+
+def test_json_output_keeps_numbers_numbers():
+    """`--format json`: DuckDB's sum() of integers is a DECIMAL(38,0); JSON users expect 21000, not "21000"."""
+    import datetime as dt
+    import json
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    from queries.output import render
+
+    result = pa.table({"v": pa.array([Decimal("21000")], pa.decimal128(38, 0)),
+                       "price": pa.array([Decimal("8.1000")], pa.decimal128(10, 4)),
+                       "at": pa.array([dt.datetime(2026, 11, 26, 4, 41, tzinfo=dt.timezone.utc)]),
+                       "name": ["x"], "none": pa.array([None], pa.int32())})
+    text = render(result, "json").text
+    row = json.loads(text)
+    assert row == {"v": 21000, "price": 8.1, "at": "2026-11-26T04:41:00Z", "name": "x", "none": None}
+    assert '"price":8.1000' in text  # the exact digits, not a float's
