@@ -12,7 +12,12 @@ import warnings
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsError, TableAlreadyExistsError
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NamespaceAlreadyExistsError,
+    TableAlreadyExistsError,
+    ValidationException,
+)
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.schema import Schema
 from pyiceberg.table import Transaction
@@ -109,8 +114,12 @@ def replace_contents(table, rows: pa.Table, properties: dict[str, str]) -> None:
 
 
 def commit_attempts() -> Iterator[AttemptManager]:
-    """``for attempt in commit_attempts(): with attempt: ...`` retries a commit another writer beat."""
-    return iter(Retrying(retry=retry_if_exception_type(CommitFailedException), reraise=True,
+    """``for attempt in commit_attempts(): with attempt: ...`` retries a commit another writer beat.
+
+    Also PyIceberg's ``ValidationException``: its own retry raises it when the snapshot the commit
+    started from was expired meanwhile (maintenance), which a fresh start from the new head fixes.
+    """
+    return iter(Retrying(retry=retry_if_exception_type((CommitFailedException, ValidationException)), reraise=True,
                          stop=stop_after_attempt(COMMIT_ATTEMPTS), wait=wait_exponential(multiplier=0.2, max=5)))
 
 

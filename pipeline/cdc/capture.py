@@ -187,8 +187,13 @@ class Capture:
     def publish(self, table: str, record: dict) -> None:
         row = record["after"] or record["before"]
         key = env.encode({k: row[k] for k in self.keys[table]})
-        self.producer.produce(self.settings.cdc_topic(table), env.encode(record), key=key,
-                              on_delivery=self._on_delivery)
+        value, topic = env.encode(record), self.settings.cdc_topic(table)
+        while True:
+            try:
+                self.producer.produce(topic, value, key=key, on_delivery=self._on_delivery)
+                break
+            except BufferError:  # the local queue is full (a 10 M-row snapshot outruns the broker): let it drain
+                self.producer.poll(0.5)
         self._published += 1
         if self._published % 500 == 0:  # delivery reports; per record it cost a snapshot ~10 % of its time
             self.producer.poll(0)

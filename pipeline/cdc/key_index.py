@@ -7,11 +7,14 @@ each key lives also means no delete is written for a key no file holds (seed 004
 filter, made exact). Asking the table instead would read the key column of every file a
 batch's keys may fall in: with random keys, every file, every batch.
 
-Keys are held as two 64-bit hashes (DuckDB's ``hash``, with and without a salt), not as
-strings: 10 M keys take 240 MB (two hashes, file number, position: 24 bytes a key) instead of ~1.5 GB of Python
-strings. Two keys match only when both hashes do; for two different keys among 10 M to share
-both is a chance of about 1 in 10^24. The hashes live only in this process, so the hash
-function may change with DuckDB's version without harm.
+Keys are held as two independent 64-bit hashes (DuckDB's ``hash`` and the low half of the
+key's MD5), not as strings: 10 M keys take 240 MB (two hashes, file number, position: 24 bytes
+a key) instead of ~1.5 GB of Python strings. Two keys match only when both hashes do; for two
+different keys among 10 M to share both is a chance of about 1 in 10^24. (A salted second
+``hash`` would not do: DuckDB combines the salt's hash with the key's, so equal first hashes
+would mean equal second ones.) The hashes live only in this process, so the hash functions may
+change with DuckDB's version without harm. A table holding one key twice is refused
+(``DuplicateKeys``): position deletes would remove only one of the two.
 
 Layout: ``base`` arrays sorted by the first hash (looked up with a binary search, updated in
 place), and ``fresh`` keys never seen when the base was built (a dict, merged into the base
@@ -24,15 +27,20 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from lakehouse.errors import FatalError
+
 ABSENT = -1
-_SALT = "lakehouse-key-index"
+
+
+class DuplicateKeys(FatalError):
+    """The table holds a key in more than one live row: the writer cannot keep it right, so it stops."""
 
 
 def key_hashes(keys: pa.Array | list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Two independent 64-bit hashes of each key, as uint64 arrays."""
     table = pa.table({"k": pa.array(keys, type=pa.large_string()) if isinstance(keys, list) else keys})
     with duckdb.connect() as con:
-        hashed = con.from_arrow(table).project(f"hash(k) AS a, hash(k, '{_SALT}') AS b").to_arrow_table()
+        hashed = con.from_arrow(table).project("hash(k) AS a, md5_number_lower(k) AS b").to_arrow_table()
     return (hashed.column("a").to_numpy().astype(np.uint64, copy=False),
             hashed.column("b").to_numpy().astype(np.uint64, copy=False))
 
@@ -46,6 +54,13 @@ class KeyIndex:
         self.a, self.b = a[order], b[order]
         self.file = np.asarray(file_numbers, dtype=np.int32)[order]
         self.pos = np.asarray(positions, dtype=np.int32)[order]
+        twice = np.flatnonzero((self.a[1:] == self.a[:-1]) & (self.b[1:] == self.b[:-1]))
+        if len(twice):
+            raise DuplicateKeys(
+                f"{len(twice):,} keys are held by more than one live row (e.g. the row at position "
+                f"{int(self.pos[twice[0]])} of {files[int(self.file[twice[0]])]}): the dimension table does not "
+                "match its key. Rebuild it from the source: delete the table and the capture's position topic, "
+                "then start the capture and the apply again (they snapshot the source)")
         self.fresh: dict[tuple[int, int], tuple[int, int]] = {}
         self.files = list(files)
         self.numbers = {path: i for i, path in enumerate(self.files)}

@@ -26,9 +26,32 @@ def live_files(table) -> list[ManifestEntry]:
             for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)]
 
 
-def _read_column(io, path: str, column: str) -> pa.Array:
+def _field_id(field: pa.Field) -> int | None:
+    raw = (field.metadata or {}).get(b"PARQUET:field_id")
+    return int(raw) if raw is not None else None
+
+
+def read_by_field_id(io, path: str, schema: pa.Schema) -> pa.Table:
+    """The columns of ``schema`` (Iceberg's Arrow schema, with field ids) from one data file, found by field id.
+
+    By id, not by name: a file written before a column was added lacks it (it reads null), and one
+    written before a rename has it under its old name.
+    """
     with io.new_input(path).open() as stream:
-        return pq.read_table(stream, columns=[column]).column(column).combine_chunks()
+        parquet = pq.ParquetFile(stream)
+        in_file = {_field_id(f): f.name for f in parquet.schema_arrow}
+        wanted = [in_file[i] for i in (_field_id(f) for f in schema) if i in in_file]
+        rows = parquet.read(columns=wanted)
+    columns = []
+    for field in schema:
+        name = in_file.get(_field_id(field))
+        columns.append(rows.column(name).cast(field.type) if name is not None else pa.nulls(rows.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _read_column(table, path: str, column: str) -> pa.Array:
+    key = table.schema().as_arrow().field(column)
+    return read_by_field_id(table.io, path, pa.schema([key])).column(0).combine_chunks()
 
 
 def read_index(table, key: str) -> KeyIndex:
@@ -47,7 +70,7 @@ def read_index(table, key: str) -> KeyIndex:
     files: list[str] = []
     for task in tasks:
         path = task.file.file_path
-        column = _read_column(table.io, path, key)
+        column = _read_column(table, path, key)
         live = np.ones(len(column), dtype=bool)
         if path in deleted:
             live[deleted[path][deleted[path] < len(column)]] = False

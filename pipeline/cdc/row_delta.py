@@ -34,9 +34,9 @@ from pyiceberg.manifest import (
     ManifestWriterV2,
 )
 from pyiceberg.table import WriteTask
-from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.snapshots import Operation, Summary
 from pyiceberg.table.update.snapshot import _FastAppendFiles
-from pyiceberg.typedef import Record
+from pyiceberg.typedef import EMPTY_DICT, Record
 
 PATH_ID, POS_ID = 2147483546, 2147483545
 POSITION_DELETE_SCHEMA = pa.schema([
@@ -84,11 +84,13 @@ class _DeleteManifestWriter(ManifestWriterV2):
 class RowDelta(_FastAppendFiles):
     """One snapshot adding data and delete files (and, rewriting the manifests, removing some)."""
 
-    def __init__(self, transaction, io, snapshot_properties: dict[str, str], rewrite: bool = False):
-        # PyIceberg 0.12 summarises append, overwrite and delete only: a fold is an overwrite of the same rows
+    def __init__(self, transaction, io, snapshot_properties: dict[str, str], rewrite: bool = False,
+                 same_rows: bool = False):
+        """``rewrite``: write every live file into new manifests (files may be removed); ``same_rows``: the
+        snapshot changes no row (a fold), so it is a ``replace``."""
         super().__init__(Operation.OVERWRITE, transaction, io,
                          snapshot_properties=snapshot_properties)
-        self.rewrite = rewrite
+        self.rewrite, self.same_rows = rewrite, same_rows
         self._removed: set[str] = set()
 
     def _validate_concurrency(self) -> None:
@@ -115,6 +117,15 @@ class RowDelta(_FastAppendFiles):
         self.delete_data_file(file)
         self._removed.add(file.file_path)
         return self
+
+    def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
+        """A fold is a ``replace`` (the same rows in other files), as Iceberg-Java names it: incremental
+        readers skip it. PyIceberg 0.12 totals only append/overwrite/delete, so it is totalled as an
+        overwrite and then named."""
+        summary = super()._summary(snapshot_properties)
+        if not self.same_rows:
+            return summary
+        return Summary(Operation.REPLACE, **summary.additional_properties)
 
     def _manifests(self) -> list[ManifestFile]:
         added = [f for f in self._added_data_files if f.content == DataFileContent.DATA]

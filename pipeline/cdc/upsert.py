@@ -191,7 +191,20 @@ class DimensionWriter:
         for key in batch_keys:
             rows.pop(key, None)
         rows.update(zip(upserted, images.to_pylist(), strict=True))
-        replace_contents(self.table, pa.Table.from_pylist(list(rows.values()), schema=self.schema), properties)
+        content = pa.Table.from_pylist(list(rows.values()), schema=self.schema)
+        if not self.counts.deletes:
+            replace_contents(self.table, content, properties)
+            return rows
+        # a table that shrank back under whole_table_rows still has delete files: a row delta that removes
+        # every file, so the delete files leave with proper entries (replace_contents drops only data files)
+        with CachedTransaction(self.table) as tx:
+            delta = RowDelta(tx, self.table.io, properties, rewrite=True)
+            with delta:
+                for entry in live_files(self.table):
+                    delta.remove(entry.data_file)
+                if content.num_rows:
+                    delta.add(write_data_file(tx.table_metadata, self.table.io, content))
+        self.counts = FileCounts(0, 0)
         return rows
 
     def _row_delta(self, batch_keys: list[str], upserted: list[str], images: pa.Table,

@@ -71,3 +71,13 @@ def test_rows_in_and_live_per_file_follow_the_moves():
     index.move(slots, 2, np.arange(3))
     assert index.live_per_file() == {2: 3}
     assert index.locate(["d"])[1].tolist() == [2]
+
+
+def test_a_table_holding_a_key_twice_is_refused_with_what_to_do():
+    import pytest
+
+    from pipeline.cdc.key_index import DuplicateKeys
+
+    with pytest.raises(DuplicateKeys, match="1 keys are held by more than one live row .* of f[01].*snapshot the source"):
+        KeyIndex(pa.array(["a", "b", "a"], pa.large_string()), np.array([0, 0, 1]), np.array([0, 1, 0]),
+                 ["f0", "f1"])

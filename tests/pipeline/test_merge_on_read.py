@@ -134,3 +134,33 @@ def test_a_compaction_by_spark_between_batches_brings_no_row_back(members, spark
     assert levels(writer.catalog.load_table(name)) == changes.state
     assert sorted((r.userid, r.member_level) for r in spark.sql(f"SELECT * FROM {name}").collect()) == \
         sorted(changes.state.items())
+
+
+def test_a_column_added_to_the_table_reads_null_in_older_rows_through_a_fold(members):
+    from pyiceberg.types import StringType
+
+    s, name = members
+    changes, writer = Changes(), writer_for(*members, fold_files=2)
+    writer.apply(changes.batch(*(("r", f"k{i}", 0) for i in range(200))), changes.props())
+    with writer.table.update_schema() as update:  # a user adds a column the source does not have
+        update.add_column("segment", StringType())
+    writer.reload()
+    for n in range(3):  # folds read the older files by field id: they lack the column
+        writer.apply(changes.batch(("u", f"k{n}", n + 1)), changes.props())
+    rows = writer.table.scan().to_arrow()
+    assert rows.num_rows == 200 and rows.column("segment").null_count == 200
+    assert levels(writer.table) == changes.state
+
+
+def test_a_table_shrinking_under_the_whole_table_size_sheds_its_delete_files(members):
+    s, name = members
+    changes, writer = Changes(), writer_for(*members)
+    writer.apply(changes.batch(*(("r", f"k{i}", 0) for i in range(50))), changes.props())
+    writer.apply(changes.batch(("u", "k1", 1), ("d", "k2", None)), changes.props())
+    small = DimensionWriter(pyiceberg_catalog(s), name, "userid", COLUMNS, whole_table_rows=1_000)
+    assert small.rows is not None and small.counts.deletes == 1
+    small.apply(changes.batch(("u", "k3", 3)), changes.props())
+    summary = small.table.current_snapshot().summary.additional_properties
+    assert [e.data_file.content for e in live_files(small.table)] == [0]
+    assert summary["total-delete-files"] == "0" and summary["total-data-files"] == "1"
+    assert levels(small.table) == changes.state
