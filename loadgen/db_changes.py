@@ -13,7 +13,7 @@ from decimal import Decimal
 import pymysql
 
 from lakehouse.settings import Settings, secret
-from loadgen.events import SEED_MEMBER_IDS
+from loadgen.key_space import SEED_MEMBER_IDS
 
 SEED_PRODUCT_IDS = tuple(str(i) for i in range(1, 10))
 #: the product whose one price change `make demo` follows through the pipeline; random changes leave its

@@ -5,7 +5,7 @@ The seed holds 9 products and 5 members; a shop that copies this deployment has 
 ``LOAD DATA LOCAL INFILE`` (one tab-separated file per chunk of a million rows): measured in
 docs/cdc.md, about ten times the rate of multi-row INSERTs built in Python. Keys are numeric
 strings like the seed's, in ranges the seed does not use, so ``member_key(i)`` and
-``product_key(i)`` name the i-th generated row for every other generator (the CDC benchmark's
+``product_key(i)`` (``loadgen.key_space``) name the i-th generated row for every other generator (the CDC benchmark's
 updates, the click generator's ``uid`` and ``productId``). Loading again skips the rows that
 exist (``IGNORE``): the count reports only rows added.
 
@@ -23,20 +23,11 @@ from pathlib import Path
 
 from deploy.local.services.mariadb import connect
 from lakehouse.settings import Settings
+from loadgen.key_space import MEMBER_BASE, PRODUCT_BASE, member_key, product_key
 
-MEMBER_BASE = 10_000_000
-PRODUCT_BASE = 100_000
+__all__ = ["LoadResult", "load_table", "member_key", "product_key"]
+
 CHUNK_ROWS = 1_000_000
-
-
-def member_key(i: int) -> str:
-    """The i-th generated member's ``userid`` (0-based)."""
-    return str(MEMBER_BASE + i)
-
-
-def product_key(i: int) -> str:
-    """The i-th generated product's ``productId`` (0-based)."""
-    return str(PRODUCT_BASE + i)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """ClickEvents as the seed's generator makes them, plus deliberately bad ones.
 
-Good events: webpageId 10-99, uid from the seed members with a share of unknown ids,
-productId 0-19 (so some miss the product dimension), cookieId one of a few thousand
+Good events: webpageId 10-99, uid and productId from a ``KeySpace`` (by default the seed's
+members with a share of unknown ids, and productId 0-19 so some miss the product dimension), cookieId one of a few thousand
 browser sessions of 15 random letters, expendTime 0-19, updateTime now, and a unique eventId
 (a random UUID v4). Bad events cover each way a payload can be wrong, so the dead-letter path
 is exercised on purpose.
@@ -20,7 +20,8 @@ import time
 
 import msgspec
 
-SEED_MEMBER_IDS = ("513248", "10952", "555655", "795098", "603670")
+from loadgen.key_space import SEED, KeySpace
+
 BAD_KINDS = ("malformed_json", "wrong_type", "missing_field", "oversize", "event_time")
 #: the browser sessions events come from: drawn once, so an event picks one instead of drawing 15 letters
 _SESSIONS = random.Random(7)
@@ -30,13 +31,13 @@ _V4_CLEAR, _V4_SET = ~((0xF << 76) | (0x3 << 62)), (0x4 << 76) | (0x2 << 62)
 _ENCODER = msgspec.json.Encoder()
 
 
-def click_event(rng: random.Random, unknown_member_share: float = 0.1, now_ms: int | None = None) -> dict:
-    uid = str(rng.randint(100000, 999999)) if rng.random() < unknown_member_share else rng.choice(SEED_MEMBER_IDS)
+def click_event(rng: random.Random, now_ms: int | None = None, keys: KeySpace = SEED) -> dict:
+    """One valid event; ``keys``: where ``uid`` and ``productId`` come from (``loadgen.key_space``)."""
     return {
         "eventId": f"{(rng.getrandbits(128) & _V4_CLEAR) | _V4_SET:032x}",
         "webpageId": rng.randint(10, 99),
-        "uid": uid,
-        "productId": str(rng.randint(0, 19)),
+        "uid": keys.member(rng),
+        "productId": keys.product(rng),
         "cookieId": rng.choice(COOKIES),
         "expendTime": rng.randint(0, 19),
         "updateTime": now_ms if now_ms is not None else int(time.time() * 1000),

@@ -40,6 +40,9 @@ def _options(parser):
                             "(type string, integer, number or boolean); repeatable.")
     group.add_argument("--rollout", default="100%",
                        help="Share of events with the new fields, rising over the run: 10%%->100%%.")
+    group.add_argument("--keys", default="", metavar="members=N,products=M,skew=S",
+                       help="Draw uid and productId from loaded dimensions (lakehouse load dims); "
+                            "empty: the seed's keys.")
     group.add_argument("--summary-file", default="", help="Write the final per-kind counts here (JSON) on exit.")
 
 

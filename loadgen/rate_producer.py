@@ -16,6 +16,7 @@ import typer
 from lakehouse import kafka_clients
 from lakehouse.settings import load_settings
 from loadgen.events import bad_payload, click_event, encode
+from loadgen.key_space import SEED, KeySpace
 
 
 @dataclass
@@ -36,8 +37,10 @@ class ProduceReport:
 
 
 def produce_at_rate(bootstrap: str, topic: str, rate: float, duration: float, bad_share: float = 0.0,
-                    seed: int | None = None, tick: float = 0.02, extra: dict | None = None) -> ProduceReport:
-    """Events at ``rate`` for ``duration`` s; ``extra`` fields (beyond the contract) go into every valid event."""
+                    seed: int | None = None, tick: float = 0.02, extra: dict | None = None,
+                    keys: KeySpace = SEED) -> ProduceReport:
+    """Events at ``rate`` for ``duration`` s; ``extra`` fields (beyond the contract) go into every valid event;
+    ``keys``: the members and products they name (``loadgen.key_space``)."""
     rng = random.Random(seed)
     failures = []
     # Idempotent: a batch retried after a slow acknowledgement is not written twice.
@@ -59,7 +62,8 @@ def produce_at_rate(bootstrap: str, topic: str, rate: float, duration: float, ba
                 _, payload = bad_payload(rng)
                 bad += 1
             else:
-                payload = encode({**click_event(rng), **extra} if extra else click_event(rng))
+                event = click_event(rng, keys=keys)
+                payload = encode({**event, **extra} if extra else event)
             try:
                 producer.produce(topic, payload, on_delivery=on_delivery)
             except BufferError:

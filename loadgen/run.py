@@ -59,7 +59,8 @@ class LoadResult:
 
 
 def command(rate: float, duration: float, shape: str, bad_share: float, users: int, workers: int,
-            db_change_rate: float, out: Path, new_fields: tuple[str, ...] = (), rollout: str = "100%") -> list[str]:
+            db_change_rate: float, out: Path, new_fields: tuple[str, ...] = (), rollout: str = "100%",
+            keys: str = "") -> list[str]:
     files = [str(LOADGEN_DIR / "locustfile.py"), str(LOADGEN_DIR / "shapes" / f"{shape}.py")]
     cmd = [sys.executable, "-m", "locust", "-f", ",".join(files), "--headless", "-u", str(users), "-r", str(users),
            "--run-time", f"{int(duration)}s", "--stop-timeout", "10", "--event-rate", str(rate),
@@ -70,6 +71,8 @@ def command(rate: float, duration: float, shape: str, bad_share: float, users: i
         cmd += ["--new-field", field]
     if new_fields:
         cmd += ["--rollout", rollout]
+    if keys:
+        cmd += ["--keys", keys]
     if workers > 1:
         cmd += ["--processes", str(workers)]
     return cmd
@@ -91,13 +94,13 @@ def read_result(out: Path, target_events: float, duration: float) -> LoadResult:
 
 def run(rate: float, duration: float, shape: str, bad_share: float, users: int, workers: int,
         db_change_rate: float, out: Path, topic: str | None = None, new_fields: tuple[str, ...] = (),
-        rollout: str = "100%") -> LoadResult:
+        rollout: str = "100%", keys: str = "") -> LoadResult:
     """Run Locust; ``topic`` sends the events somewhere other than the pipeline's click topic."""
     out.mkdir(parents=True, exist_ok=True)
     target = expected_events(shape, rate, duration)
     env = {**os.environ, **({"LAKEHOUSE_KAFKA__CLICKS_TOPIC": topic} if topic else {})}
     proc = subprocess.run(command(rate, duration, shape, bad_share, users, workers, db_change_rate, out,
-                                  new_fields, rollout),
+                                  new_fields, rollout, keys),
                           capture_output=True, text=True, env=env)
     (out / "locust.log").write_text(proc.stdout + proc.stderr)
     if not (out / SUMMARY).exists():

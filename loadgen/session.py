@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from lakehouse import kafka_clients
 from lakehouse.settings import Settings, load_settings
 from loadgen.events import bad_payload, click_event, encode
+from loadgen.key_space import KeySpace
 from loadgen.pacing import Pacer
 from loadgen.rollout import NewField, Rollout, with_new_fields
 
@@ -67,6 +68,7 @@ def init(environment) -> None:
     opts = environment.parsed_options
     _state.update(settings=s, environment=environment, rng=random.Random(), pacer=Pacer(_profile(environment)),
                   new_fields=tuple(NewField.parse(f) for f in opts.new_field), rollout=Rollout.parse(opts.rollout),
+                  keys=KeySpace.parse(opts.keys),
                   duration=float(opts.run_time or 60), started=time.monotonic())
     _state["producer"] = kafka_clients.producer(s.kafka.bootstrap, 10, {
         "batch.num.messages": 10_000, "queue.buffering.max.messages": 500_000})
@@ -95,7 +97,7 @@ def produce_clicks(n: int) -> None:
         if bad_share and rng.random() < bad_share:
             kind, payload = "bad_click", bad_payload(rng)[1]
         else:
-            kind, payload = "click", encode(with_new_fields(click_event(rng), fields, share, rng))
+            kind, payload = "click", encode(with_new_fields(click_event(rng, keys=_state["keys"]), fields, share, rng))
         callback = partial(_delivered, time.perf_counter(), kind, len(payload))
         try:
             producer.produce(topic, payload, on_delivery=callback)

@@ -30,11 +30,16 @@ def clicks(
     rollout: Annotated[str, typer.Option(
         help="Share of events carrying --new-field, rising linearly over the run: 10%->100% (or one share).")]
         = "100%",
+    keys: Annotated[str, typer.Option(
+        help="Where uid and productId come from: members=N,products=M[,skew=S][,unknown=U] draws them from the "
+             "dimensions `lakehouse load dims` loaded (10 % unknown, as the seed; skew: Zipf exponent, a few hot "
+             "products). Empty: the seed's 5 members and products 0-19.")] = "",
 ) -> None:
     """Produce ClickEvents (and database changes) with Locust; CSV + HTML reports go to results/.
 
     Exits non-zero when the achieved rate is under 95 % of the target: a run that cannot keep up says so.
     """
+    from loadgen.key_space import KeySpace
     from loadgen.rollout import NewField, Rollout
     from loadgen.run import parse_duration, run
 
@@ -45,6 +50,7 @@ def clicks(
         for text in new_fields:
             NewField.parse(text)
         Rollout.parse(rollout)
+        KeySpace.parse(keys)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     out = results_path("load")
@@ -52,7 +58,7 @@ def clicks(
         seconds = parse_duration(duration)
         with console.status(f"Locust: {rate:,.0f} events/s ({shape}) for {seconds:.0f}s..."):
             result = run(rate, seconds, shape, bad_share, users, workers, db_change_rate, out,
-                         new_fields=new_fields, rollout=rollout)
+                         new_fields=new_fields, rollout=rollout, keys=keys)
     console.print(f"delivered {result.delivered:,} events ({result.failed} failed) in {seconds:.0f}s = "
                   f"{result.achieved_rate:,.0f}/s; target {result.target_events:,.0f} events "
                   f"({result.target_events / seconds:,.0f}/s mean); produce latency p50 {result.produce_p50_ms:.0f} ms, "
