@@ -10,49 +10,27 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 
 from lakehouse.settings import Settings
-from pipeline.runner import MicroBatchJob, run_loop
+from pipeline.jobs import job_spec
+from pipeline.runner import run_loop
 
 log = logging.getLogger(__name__)
-
-JobFactory = Callable[..., MicroBatchJob]
-
-
-def job_factories() -> dict[str, JobFactory]:
-    """The jobs that can share an application, by name."""
-    # deferred: the click job loads pyspark; `lakehouse run dims` and `run aggregate` never need it
-    from pipeline.aggregates.live import LiveAggregates
-    from pipeline.cdc.apply import DimensionApplyJob
-    from pipeline.clicks.job import ClickIngestJob
-    from pipeline.maintenance.job import MaintenanceJob
-
-    return {"clicks": ClickIngestJob, "dims": DimensionApplyJob, "aggregate": LiveAggregates,
-            "maintain": MaintenanceJob}
 
 
 def run_job(job, settings: Settings, stop: threading.Event, trigger: float | None = None,
             max_batches: int | None = None) -> None:
-    """Every job runs in the shared micro-batch loop, at its own trigger."""
-    run_loop(job, trigger or _default_trigger(job, settings), stop, max_batches=max_batches)
-
-
-def _default_trigger(job, settings: Settings) -> float:
-    return {"maintain": settings.maintenance.interval_seconds, "dims": settings.pipeline.dims_trigger_seconds,
-            "aggregate": settings.pipeline.aggregate_trigger_seconds}.get(job.name, settings.pipeline.trigger_seconds)
+    """Every job runs in the shared micro-batch loop, at its own trigger (``pipeline.jobs``)."""
+    run_loop(job, trigger or job_spec(job.name).trigger(settings), stop, max_batches=max_batches)
 
 
 def run_jobs(spark, settings: Settings, names: list[str], stop: threading.Event) -> None:
-    factories = job_factories()
-    unknown = [n for n in names if n not in factories]
-    if unknown:
-        raise ValueError(f"unknown job(s) {unknown}; available: {', '.join(factories)}")
+    specs = [job_spec(n) for n in names]  # an unknown name fails here, before any job starts
     errors: list[BaseException] = []
 
     def run_one(name: str) -> None:
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", name)
-        job = factories[name](spark, settings)
+        job = job_spec(name).factory_class()(spark, settings)
         try:
             run_job(job, settings, stop)
         except BaseException as exc:  # a fatal job error stops the whole application
@@ -63,7 +41,7 @@ def run_jobs(spark, settings: Settings, names: list[str], stop: threading.Event)
             if close:
                 close()
 
-    threads = [threading.Thread(target=run_one, args=(n,), name=f"job-{n}") for n in names]
+    threads = [threading.Thread(target=run_one, args=(spec.name,), name=f"job-{spec.name}") for spec in specs]
     for t in threads:
         t.start()
     for t in threads:

@@ -15,7 +15,7 @@ from pathlib import Path
 from deploy.artifacts import jar_paths
 from lakehouse.catalog import java_catalog_properties
 from lakehouse.settings import Settings
-from pipeline.app import job_factories
+from pipeline.jobs import JOBS
 
 #: log4j2 configuration of local Spark JVMs
 LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
@@ -73,7 +73,7 @@ def scheduler_pools(settings: Settings) -> Path:
     every pool weighs the same and a compaction's tasks take half the cores from a batch.
     """
     weight = settings.pipeline.writer_pool_weight  # each job runs in the pool named after it
-    shares = {name: (1, 0) if name == "maintain" else (weight, 1) for name in job_factories()}
+    shares = {name: spec.pool_weight(settings) for name, spec in JOBS.items()}
     pools = "".join(f'  <pool name="{name}"><schedulingMode>FIFO</schedulingMode><weight>{w}</weight>'
                     f'<minShare>{share}</minShare></pool>\n' for name, (w, share) in shares.items())
     path = Path(tempfile.gettempdir()) / f"lakehouse-fairscheduler-{os.getuid()}-w{weight}.xml"

@@ -47,24 +47,19 @@ def clicks(
     _run_single("clicks", trigger, max_batches, log_level)
 
 
-#: jobs that are small Python processes: their writes are PyIceberg commits on the driver
-WITHOUT_SPARK = ("dims", "aggregate")
-
-
 def _run_single(name: str, trigger: float | None, max_batches: int | None, log_level: str, **job_args) -> None:
     """One job in its own process (and Spark application, if it uses Spark), until Ctrl-C / SIGTERM."""
-    from pipeline.app import job_factories, run_job
+    from pipeline.app import run_job
+    from pipeline.jobs import job_spec
     from pipeline.spark_session import build_session
 
-    def port_of(m):
-        return {"aggregate": m.aggregate_port, "maintain": m.maintenance_port}.get(name, m.pipeline_port)
-
-    settings, stop = _service(log_level, port_of)
-    if name == "maintain":  # before the JVM starts, which inherits it: the writers get the cores first
+    spec = job_spec(name)
+    settings, stop = _service(log_level, spec.port)
+    if spec.lowers_priority:  # before the JVM starts, which inherits it: the writers get the cores first
         os.nice(settings.maintenance.nice)
-    spark = None if name in WITHOUT_SPARK else build_session(settings, f"lakehouse-{name}")
-    job = job_factories()[name](spark, settings, **job_args)
-    port = port_of(settings.metrics)
+    spark = build_session(settings, f"lakehouse-{name}") if spec.needs_spark else None
+    job = spec.factory_class()(spark, settings, **job_args)
+    port = spec.port(settings.metrics)
     console.print(f"{name}: running; metrics on http://{settings.metrics.host}:{port}/metrics")
     try:
         run_job(job, settings, stop, trigger, max_batches)

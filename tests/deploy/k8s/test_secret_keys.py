@@ -19,7 +19,7 @@ import pytest
 
 from deploy.k8s import validate
 from lakehouse.settings import REPO_ROOT
-from pipeline.app import job_factories
+from pipeline.jobs import JOBS
 from tests.imports import top_level_imports
 
 SECRET = "lakehouse-credentials"
@@ -76,8 +76,7 @@ def _cli_entries(args: list[str]) -> list[str]:
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) in functions.keys() - done:
                 todo.append(node.func.id)
     jobs = args[args.index("--jobs") + 1].split(",") if "--jobs" in args else [args[1]]
-    factories = job_factories()
-    entries += [factories[j].__module__ for j in jobs if j in factories]
+    entries += [JOBS[j].factory.partition(":")[0] for j in jobs if j in JOBS]
     return entries
 
 
