@@ -28,6 +28,7 @@ from pathlib import Path
 import typer
 
 from deploy import maven
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 
 MANIFEST = Path(__file__).with_name("artifacts.toml")
@@ -99,7 +100,7 @@ def _download(package: Package, cache: Path) -> Path:
     )
     wheels = sorted(cache.glob(f"{normalized}-{package.version}-*.whl"))
     if not wheels:
-        raise RuntimeError(f"pip downloaded no wheel for {package.name}=={package.version} into {cache}")
+        raise LakehouseError(f"pip downloaded no wheel for {package.name}=={package.version} into {cache}")
     wheel = wheels[-1]
     verify(wheel, package.sha256, f"{package.name}=={package.version}")
     return wheel
@@ -136,7 +137,7 @@ def build_shim(tools_dir: Path) -> Path:
         return out
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
-        raise RuntimeError("no C compiler found (cc/gcc): install Debian's gcc, needed to build the loopback bind shim")
+        raise LakehouseError("no C compiler found (cc/gcc): install Debian's gcc, needed to build the loopback bind shim")
     out.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(out), str(SHIM_SOURCE), "-ldl"], check=True)
     return out
@@ -154,7 +155,7 @@ def build_helper_jar(tools_dir: Path) -> Path:
         return out
     javac = shutil.which("javac")
     if javac is None:
-        raise RuntimeError("javac not found: install Debian's openjdk-17-jdk-headless (make install does)")
+        raise LakehouseError("javac not found: install Debian's openjdk-17-jdk-headless (make install does)")
     # deferred: pyspark is installed by the same `make install` step that runs this module
     import pyspark
 

@@ -23,6 +23,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from lakehouse.errors import LakehouseError
+
 JVM_DIR = Path(__file__).parent / "jvm"
 POM = JVM_DIR / "pom.xml"
 LOCK = JVM_DIR / "artifacts.sha256"
@@ -32,11 +34,11 @@ CLUSTER_PROFILES = ("spark",)
 TRINO_VERSION = "476"
 
 
-class ChecksumError(RuntimeError):
+class ChecksumError(LakehouseError):
     """An artifact does not have its pinned sha256, or the resolved set differs from the lock."""
 
 
-class ResolveError(RuntimeError):
+class ResolveError(LakehouseError):
     """Maven could not resolve a profile (no ``mvn``, Maven Central unreachable, an unknown version)."""
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import requests
 
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 
 #: freshness per table as readers see it (the probe), else the writers' own last commit: one series per table.
@@ -62,7 +63,7 @@ def panels(window_s: int = 60) -> list[Panel]:
     ]
 
 
-class PrometheusError(RuntimeError):
+class PrometheusError(LakehouseError):
     pass
 
 

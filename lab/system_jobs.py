@@ -22,6 +22,7 @@ from rich.console import Console
 from lab.bench.cdc import start_capture, start_job_process
 from lab.bench.ingest import committed_total
 from lakehouse import kafka_clients
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 from pipeline.app import run_job
 from pipeline.cdc.apply import DimensionApplyJob
@@ -49,7 +50,7 @@ class RunningSystem:
                 deadline = time.monotonic() + 120
                 while read_checkpoint(settings) is None:
                     if self.capture.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"the binlog capture did not start; its log: {capture_log}")
+                        raise LakehouseError(f"the binlog capture did not start; its log: {capture_log}")
                     time.sleep(0.2)
             console.log(f"capture running: {settings.mariadb.database} -> {settings.kafka.cdc_topic_prefix}.* "
                         f"(log {capture_log})")

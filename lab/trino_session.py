@@ -13,6 +13,7 @@ import subprocess
 from dataclasses import dataclass
 
 from deploy.local.services.trino import cli_command
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 
 
@@ -34,7 +35,7 @@ def run_cli(settings: Settings, statements: str, timeout_s: float = 120) -> CliR
     done = subprocess.run(cli_command(settings, ["--output-format=CSV_HEADER"], interactive=False),
                           input=statements, capture_output=True, text=True, timeout=timeout_s, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"the Trino CLI failed (exit {done.returncode}): {done.stderr.strip()[-800:]}")
+        raise LakehouseError(f"the Trino CLI failed (exit {done.returncode}): {done.stderr.strip()[-800:]}")
     lines = list(csv.reader(io.StringIO(done.stdout)))
     # a CSV_HEADER result starts with its header; USE prints nothing
     return CliResult(statements, lines[0] if lines else [], lines[1:])

@@ -5,7 +5,7 @@ SparkApplication on Kubernetes (``local:///opt/lakehouse/lakehouse/__main__.py r
 one code path for both runtimes.
 """
 
-from lakehouse.cli.main import app
+from lakehouse.cli.main import main
 
 if __name__ == "__main__":
-    app()
+    main()

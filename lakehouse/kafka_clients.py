@@ -23,6 +23,8 @@ from typing import Any
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from lakehouse.errors import LakehouseError
+
 ERRORS = 3
 SILENT = 0
 
@@ -95,7 +97,7 @@ def wait_for_leaders(client: AdminClient, topics: list[str], timeout_s: float = 
         if not waiting:
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"topics {waiting} have partitions without a leader after {timeout_s:.0f} s")
+            raise LakehouseError(f"topics {waiting} have partitions without a leader after {timeout_s:.0f} s")
         time.sleep(0.1)
 
 
@@ -104,7 +106,7 @@ def end_offsets(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[int
     client = admin(bootstrap)
     meta = client.list_topics(topic, timeout=timeout_s)
     if topic not in meta.topics or meta.topics[topic].error is not None:
-        raise RuntimeError(f"topic {topic!r} does not exist on {bootstrap}")
+        raise LakehouseError(f"topic {topic!r} does not exist on {bootstrap}")
     ends = list_offsets(client, [(topic, p) for p in meta.topics[topic].partitions], OffsetSpec.latest(), timeout_s)
     return {part: offset for (_, part), offset in ends.items()}
 

@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from lakehouse.errors import LakehouseError
 from lakehouse.job_settings import MaintenanceSettings, PipelineSettings
 
 
@@ -376,7 +377,7 @@ def load_settings(**overrides: Any) -> Settings:
 def secret(value: SecretStr | None, name: str) -> str:
     """The plain value of a credential, or a clear error telling how to get one."""
     if value is None:
-        raise RuntimeError(
+        raise LakehouseError(
             f"credential {name} is not set: start the local stack (`lakehouse stack up`) to generate it, "
             f"or set LAKEHOUSE_{name.upper().replace('.', '__')}"
         )

@@ -21,7 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pymysql
+
 from deploy.local.services.mariadb import connect
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 from loadgen.key_space import MEMBER_BASE, PRODUCT_BASE, member_key, product_key
 
@@ -65,8 +68,13 @@ def load_table(settings: Settings, table: str, rows: int, database: str | None =
     columns, lines = TABLES[table]
     database = database or settings.mariadb.database
     began, added = time.monotonic(), 0
-    with tempfile.TemporaryDirectory(prefix="lakehouse-load-") as tmp, \
-            connect(settings, database=database, timeout=10, local_infile=True) as conn, conn.cursor() as cur:
+    try:
+        conn = connect(settings, database=database, timeout=10, local_infile=True)
+    except pymysql.err.MySQLError as exc:
+        raise LakehouseError(f"cannot connect to the shop database {database!r} at {settings.mariadb.host}:"
+                             f"{settings.mariadb.port}: {exc.args[-1]}. Is the stack up (`lakehouse stack up`), "
+                             "and does the database exist?") from None
+    with tempfile.TemporaryDirectory(prefix="lakehouse-load-") as tmp, conn, conn.cursor() as cur:
         path = Path(tmp) / f"{table}.tsv"
         for start in range(0, rows, CHUNK_ROWS):
             stop = min(rows, start + CHUNK_ROWS)

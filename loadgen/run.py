@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from lakehouse.errors import LakehouseError
 from loadgen.shapes.profiles import PROFILES
 
 LOADGEN_DIR = Path(__file__).resolve().parent
@@ -104,6 +105,6 @@ def run(rate: float, duration: float, shape: str, bad_share: float, users: int, 
                           capture_output=True, text=True, env=env)
     (out / "locust.log").write_text(proc.stdout + proc.stderr)
     if not (out / SUMMARY).exists():
-        raise RuntimeError(f"locust wrote no statistics (exit {proc.returncode}); see {out / 'locust.log'}:\n"
+        raise LakehouseError(f"locust wrote no statistics (exit {proc.returncode}); see {out / 'locust.log'}:\n"
                            + (proc.stderr or proc.stdout)[-1500:])
     return read_result(out, target, duration)

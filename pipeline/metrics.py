@@ -16,6 +16,8 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from lakehouse.errors import LakehouseError
+
 #: 100 ms to 10 min, dense around the seconds-level freshness goal
 LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
@@ -177,7 +179,7 @@ def serve(host: str, port: int) -> None:
         try:
             server = make_server(host, port, _app(make_wsgi_app(REGISTRY)), _Server, handler_class=_QuietHandler)
         except OSError as exc:
-            raise RuntimeError(
+            raise LakehouseError(
                 f"cannot serve metrics on {host}:{port} ({exc.strerror}); another job may hold it: "
                 "set LAKEHOUSE_METRICS__PIPELINE_PORT"
             ) from exc

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from lakehouse.errors import FatalError
+from lakehouse.errors import retried
 from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.commit_locks import StaleLockReaper
@@ -116,13 +116,12 @@ def _loop(job: MicroBatchJob, trigger_seconds: float, stop: threading.Event,
             rows = job.run_once()
             failures = 0
             metrics.set_ready(job.name, True)
-        except FatalError as exc:
+        except Exception as exc:  # noqa: BLE001 - the one retry rule decides (lakehouse.errors.retried)
             metrics.set_ready(job.name, False)
-            metrics.BATCHES.labels(job.name, "failed").inc()
-            log.error("%s: %s; stopping (a retry cannot fix this)", job.name, _describe(exc))
-            raise
-        except Exception as exc:  # noqa: BLE001 - transient faults must not kill a streaming job
-            metrics.set_ready(job.name, False)
+            if not retried(exc):
+                metrics.BATCHES.labels(job.name, "failed").inc()
+                log.error("%s: %s; stopping (a retry cannot fix this)", job.name, _describe(exc))
+                raise
             failures += 1
             metrics.BATCHES.labels(job.name, "failed").inc()
             delay = min(max_backoff, 2 ** min(failures, 5))

@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lakehouse.errors import LakehouseError
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
 
-class EngineGap(RuntimeError):
+class EngineGap(LakehouseError):
     """A query the chosen engine cannot answer faithfully (names the gap; never a wrong answer)."""
 
 

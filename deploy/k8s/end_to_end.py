@@ -19,12 +19,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lakehouse.errors import LakehouseError
+
 COUNT_SQL = "SELECT count(*) FROM iceberg.ods_behavior.clickevent"
 #: the Trino CLI's heap inside the coordinator's container (the server there runs at -Xmx768M of 1536Mi)
 CLI_HEAP = "-Xmx96m"
 
 
-class CheckFailed(RuntimeError):
+class CheckFailed(LakehouseError):
     """The end-to-end check did not pass; the message says what was seen and where to look."""
 
 

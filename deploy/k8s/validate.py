@@ -31,6 +31,7 @@ import yaml
 
 from deploy.k8s.cross_references import cross_reference_problems
 from deploy.k8s.secrets import ensure_credentials_env
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import REPO_ROOT
 
 K8S_DIR = REPO_ROOT / "k8s"
@@ -42,7 +43,7 @@ CRD_HINT = ("CRDs not found: set LAKEHOUSE_K8S_CRDS to a folder holding the Stri
 CHECKOV_ENV = "LAKEHOUSE_CHECKOV"
 
 
-class ValidationProblem(Exception):
+class ValidationProblem(LakehouseError):
     """Something that keeps the deployment from working; the message says what and where."""
 
 

@@ -20,8 +20,10 @@ from pathlib import Path
 
 import psutil
 
+from lakehouse.errors import LakehouseError
 
-class StackError(RuntimeError):
+
+class StackError(LakehouseError):
     """A problem the user can fix; the message says what is wrong and how to fix it."""
 
 

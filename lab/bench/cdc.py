@@ -24,6 +24,7 @@ from deploy.local.services.mariadb import connect, create_source_database
 from lab.bench.freshness import first_visible, quantiles
 from lab.bench.ingest import commit_rate
 from lakehouse.catalog import pyiceberg_catalog
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 from lakehouse.settings_env import settings_env
 from pipeline.cdc.apply import DimensionApplyJob
@@ -133,7 +134,7 @@ def run(settings: Settings, rate: float, duration: float, progress=print) -> Cdc
         deadline = time.monotonic() + 120
         while read_checkpoint(s) is None:
             if capture.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the capture did not start; its log: {log_path}")
+                raise LakehouseError(f"the capture did not start; its log: {log_path}")
             time.sleep(0.2)
         spark = build_session(s, "lakehouse-bench-cdc")
         job = DimensionApplyJob(spark, s)

@@ -36,11 +36,15 @@ from deploy.local.services.mariadb import connect, create_source_database
 from lab.bench.cdc import bench_settings, start_job_process
 from lab.bench.freshness import first_visible, quantiles
 from lab.bench.ingest import commit_rate
+from lab.reconcile import member_fingerprints, member_sample_differences
 from lakehouse.catalog import pyiceberg_catalog
+from lakehouse.errors import LakehouseError
 from lakehouse.kafka_clients import end_offsets
 from lakehouse.settings import Settings
 from loadgen.dimensions import load_table, member_key
 from pipeline.cdc.dimension_tables import committed_position
+from pipeline.cdc.live_rows import live_files
+from queries.duckdb_engine import DuckDBEngine
 
 MARK = "bench:"
 
@@ -56,8 +60,6 @@ class ReadCost:
 
 def read_cost(s: Settings, members: int, repeat: int = 10) -> ReadCost:
     """A point query on a random key and a full count through DuckDB, ``repeat`` times each (a warm engine)."""
-    from queries.duckdb_engine import DuckDBEngine
-
     engine, rng, table = DuckDBEngine(s), random.Random(3), s.catalog.members_table
     engine.run(f"SELECT count(*) FROM {table}")  # the connection and the metadata read: not the read cost
     point, count = [], []
@@ -200,7 +202,7 @@ class CdcProcesses:
     def check(self) -> None:
         for name, p in self.running.items():
             if p.poll() is not None:
-                raise RuntimeError(f"`lakehouse run {name}` ended (exit {p.returncode}); its log: "
+                raise LakehouseError(f"`lakehouse run {name}` ended (exit {p.returncode}); its log: "
                                    f"{self.logs / f'bench-cdc-scale-{name}-{self.tag}.log'}")
 
     def crash(self, name: str, when: str) -> None:
@@ -236,7 +238,7 @@ def _wait_applied(s: Settings, target: int, timeout: float, processes: CdcProces
         except Exception:  # noqa: BLE001 - the table may not exist yet
             pass
         time.sleep(0.5)
-    raise TimeoutError(f"the apply did not reach offset {target:,} in {timeout:.0f}s")
+    raise LakehouseError(f"the apply did not reach offset {target:,} in {timeout:.0f}s")
 
 
 def _topic_end(s: Settings) -> int:
@@ -245,8 +247,6 @@ def _topic_end(s: Settings) -> int:
 
 def _files(s: Settings) -> tuple[int, int]:
     """(data files, delete files) of the member table now."""
-    from pipeline.cdc.live_rows import live_files
-
     files = [e.data_file for e in live_files(pyiceberg_catalog(s).load_table(s.catalog.members_table))]
     data = [f for f in files if f.content == 0]
     return len(data), len(files) - len(data)
@@ -281,8 +281,6 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
         engines: tuple[str, ...] = ("duckdb", "spark", "trino"), chaos: bool = False) -> ScaleResult:
     """The whole benchmark (module docstring); ``chaos``: kill -9 the capture and the apply job, each once
     during the snapshot and once during the changes, restarting them; the readers must still agree."""
-    from lab.reconcile import member_fingerprints, member_sample_differences
-
     s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"))
     create_source_database(s, s.mariadb.database)
     with connect(s, database=s.mariadb.database) as conn, conn.cursor() as cur:

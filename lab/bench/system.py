@@ -32,6 +32,7 @@ from lab.bench import freshness
 from lab.bench.ingest import bench_settings, commit_rate, warm_up
 from lab.reconcile import differences, lake_rows, source_rows
 from lab.system_jobs import RunningSystem
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 from lakehouse.settings_env import settings_env
 from loadgen.run import command, read_summary
@@ -116,7 +117,7 @@ def _drive(system: RunningSystem, locust: subprocess.Popen, rate: float, duratio
             progress.update(committed_bar, completed=samples[-1][1])
             if (failure := system.failed()) is not None:
                 locust.terminate()
-                raise RuntimeError(f"the system stopped under load: {failure}")
+                raise LakehouseError(f"the system stopped under load: {failure}")
             time.sleep(0.5)
         samples.append((time.monotonic() - began, system.committed() - start))
         produced = system.produced()

@@ -17,6 +17,7 @@ from confluent_kafka import TopicPartition
 
 from deploy.local.services.mariadb import connect as mariadb_connect
 from lakehouse import kafka_clients
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 from pipeline.kafka_source.offsets import committed_offsets
 
@@ -68,7 +69,7 @@ def caught_up_marker(s: Settings) -> tuple[dict[int, int], str]:
         except Exception as exc:  # noqa: BLE001 - a service is still restarting
             last = exc
             time.sleep(2)
-    raise RuntimeError(f"could not take the recovery marker: {last}")
+    raise LakehouseError(f"could not take the recovery marker: {last}")
 
 
 def wait_caught_up(spark, s: Settings, marker: tuple[dict[int, int], str], timeout: float) -> float | None:

@@ -24,6 +24,7 @@ from lab.chaos import checks
 from lab.chaos.faults import Context, Fault
 from lab.chaos.fleet import Fleet
 from lab.reconcile import differences, lake_rows, source_rows, wait_until_equal
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings, load_settings
 from lakehouse.settings_env import side_by_side_env
 from loadgen.steady import SteadyChanges, SteadyClicks
@@ -140,7 +141,7 @@ def _inject_all(spark, settings: Settings, stack, fleet: Fleet, clicks: SteadyCl
     time.sleep(settle_seconds)  # so the warm-up marker stands behind real load, not an empty topic
     rows[0].recovery_s = checks.wait_caught_up(spark, settings, checks.caught_up_marker(settings), 600)
     if rows[0].recovery_s is None:
-        raise RuntimeError(f"the pipeline did not catch up within 600s of starting; see {out_dir / 'logs'}")
+        raise LakehouseError(f"the pipeline did not catch up within 600s of starting; see {out_dir / 'logs'}")
     progress(f"warm-up: caught up after {rows[0].recovery_s:.0f}s")
     for fault in faults:
         crashes = sum(fleet.crashes().values())

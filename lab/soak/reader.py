@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 from queries.duckdb_engine import DuckDBEngine
 
@@ -81,7 +82,7 @@ def cost_in_fresh_process(env: dict[str, str], runs: int = 3, timeout_s: float =
     done = subprocess.run([sys.executable, "-m", "lab.soak.reader", str(runs)], env=env,
                           capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0:
-        raise RuntimeError(f"the soak reader failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+        raise LakehouseError(f"the soak reader failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
     return ReaderCost(**json.loads(done.stdout.strip().splitlines()[-1]))
 
 

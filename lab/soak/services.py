@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.local.processes import free_port
 from lab.bench.process_cpu import tree_cpu_seconds
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 from lakehouse.settings_env import settings_env
 from pipeline.metrics import BATCHES, MAINTENANCE_SECONDS
@@ -39,7 +40,7 @@ class MaintenanceProbe:
         if self.process is None:
             return []
         if self.process.poll() is not None:
-            raise RuntimeError(f"the soak's maintenance service exited with code {self.process.returncode}: "
+            raise LakehouseError(f"the soak's maintenance service exited with code {self.process.returncode}: "
                                f"see {self.log_path}")
         try:
             with urllib.request.urlopen(self.url, timeout=10) as response:
@@ -70,7 +71,7 @@ class MaintenanceProbe:
             if passes >= 1:
                 return time.monotonic() - began
             if time.monotonic() - began > timeout_s:
-                raise RuntimeError(f"the soak's maintenance service finished no pass in {timeout_s:.0f} s: "
+                raise LakehouseError(f"the soak's maintenance service finished no pass in {timeout_s:.0f} s: "
                                    f"see {self.log_path}")
             time.sleep(1.0)
 

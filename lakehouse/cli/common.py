@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings, load_settings
 
 # Progress, verdicts and diagnostics go to stderr; what a command answers (a table of data, a
@@ -60,12 +61,14 @@ def stack_settings_or_exit(*needed: str) -> Settings:
 
 @contextmanager
 def friendly_errors() -> Iterator[None]:
-    """Show known, fixable problems as one clear message instead of a traceback."""
-    from deploy.local.processes import StackError
+    """Show a problem the project explains (``LakehouseError``; a missing file) as one line, exit 1.
 
+    Any other exception is a bug and keeps its traceback. ``main`` does the same for every command;
+    a command uses this where it must print before it exits (a progress display to close first).
+    """
     try:
         yield
-    except (StackError, FileNotFoundError, RuntimeError) as exc:
+    except (LakehouseError, FileNotFoundError) as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
 

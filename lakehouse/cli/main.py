@@ -7,6 +7,8 @@ from typing import Annotated
 import typer
 
 from lakehouse.cli import bench, chaos, config, contract, load, query, run, sql, stack, trino
+from lakehouse.cli.common import console
+from lakehouse.errors import LakehouseError
 
 app = typer.Typer(
     help=(
@@ -129,5 +131,14 @@ def report(
     console.print(f"report: {page}")
 
 
+def main() -> None:
+    """The `lakehouse` command: a problem the project explains is one line and exit code 1, not a traceback."""
+    try:
+        app()
+    except LakehouseError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise SystemExit(1) from None
+
+
 if __name__ == "__main__":
-    app()
+    main()

@@ -20,11 +20,13 @@ from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntryStatus
 from pyiceberg.table import FileScanTask
 from pyiceberg.table.snapshots import Operation, Snapshot, ancestors_of
 
+from lakehouse.errors import LakehouseError
+
 #: the position of a result table that has read the click table from its first snapshot
 FROM_THE_START = 0
 
 
-class PositionLostError(RuntimeError):
+class PositionLostError(LakehouseError):
     """The snapshot a result table stands on is no longer in the click table's lineage (expired)."""
 
 

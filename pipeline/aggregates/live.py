@@ -28,7 +28,7 @@ import pyarrow as pa
 from pyiceberg.exceptions import NoSuchTableError
 
 from lakehouse.catalog import pyiceberg_catalog
-from lakehouse.errors import FatalError
+from lakehouse.errors import FatalError, LakehouseError
 from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.aggregates import rollups as ru
@@ -73,7 +73,7 @@ class ResultTable:
                 if attempt.retry_state.attempt_number > 1:
                     self.reload()  # another writer (maintenance) committed first: start from what is there
                     if self.position != started_from:
-                        raise RuntimeError(f"{self.rollup.table} moved to snapshot {self.position} under the job")
+                        raise LakehouseError(f"{self.rollup.table} moved to snapshot {self.position} under the job")
                 ru.add_rows(self.totals, rows, self.rollup, dt.datetime.now(dt.timezone.utc))
                 self._overwrite(self.totals, position, through_ms)
         self.position = position

@@ -38,7 +38,7 @@ from pymysqlreplication.event import (
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from lakehouse import kafka_clients
-from lakehouse.errors import FatalError, TransientError
+from lakehouse.errors import FatalError, TransientError, retried
 from lakehouse.settings import Settings, secret
 from pipeline import metrics
 from pipeline.cdc import envelope as env
@@ -81,12 +81,6 @@ class BrokerUnacknowledged(TransientError):
 
 class PositionUnreadable(TransientError):
     """The position topic has checkpoints but the broker did not hand them over in time."""
-
-
-# Faults the capture outlives by resuming from its last checkpoint: the source or the
-# broker restarting. Anything else (a schema change, bad credentials) stops it.
-TRANSIENT = (pymysql.err.OperationalError, pymysql.err.InterfaceError, KafkaException, TransientError,
-             ConnectionError)
 
 
 def connect(settings: Settings, **extra):
@@ -267,7 +261,8 @@ class Capture:
                 return row[0], int(row[1])
             except pymysql.err.ProgrammingError:
                 continue
-        raise RuntimeError("cannot read the binlog position: is log_bin enabled?")
+        raise FatalError("cannot read the binlog position: is log_bin enabled? (the capture needs the binary "
+                         "log: log_bin and binlog_format=ROW in the server's configuration)")
 
     # -- streaming ------------------------------------------------------------------------
     def _check_ddl(self, query: str) -> None:
@@ -377,8 +372,10 @@ class Capture:
     def run(self, stop: threading.Event, max_backoff: float = 30.0) -> None:
         """Snapshot if no complete snapshot was recorded, then stream from the checkpoint.
 
-        A lost source or broker connection is not fatal: after a growing pause the capture
-        starts over from the last durable checkpoint (replayed changes are harmless, see
+        As every job (``lakehouse.errors.retried``), it stops only on a ``FatalError``: DDL it cannot
+        follow, a position the source no longer has. Anything else (a lost source or broker
+        connection) is retried: after a growing pause the capture starts over from the last durable
+        checkpoint (replayed changes are harmless, see
         *Position* above), so a restart of MariaDB or Kafka needs no human.
         """
         failures = 0
@@ -387,7 +384,9 @@ class Capture:
             try:
                 self._resume(stop)
                 return
-            except TRANSIENT as exc:
+            except Exception as exc:
+                if not retried(exc):  # the project's one rule (lakehouse.errors): all but a FatalError
+                    raise
                 metrics.set_ready("capture", False)
                 if position_lost(exc):
                     raise PositionLost(

@@ -18,7 +18,7 @@ from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import OffsetSpec
 
 from lakehouse import kafka_clients
-from lakehouse.errors import FatalError
+from lakehouse.errors import FatalError, LakehouseError
 from pipeline import metrics
 from pipeline.kafka_source.offsets import in_current_log
 from pipeline.kafka_source.ranges import OffsetRange, Offsets
@@ -67,14 +67,14 @@ class Planner:
             described = self._admin.describe_topics(TopicCollection(self.topics), request_timeout=self.timeout)
             return {topic: str(future.result().topic_id) for topic, future in described.items()}
         except KafkaException as exc:
-            raise RuntimeError(f"could not describe topics {self.topics}: {exc}") from exc
+            raise LakehouseError(f"could not describe topics {self.topics}: {exc}") from exc
 
     def partitions(self) -> list[tuple[str, int]]:
         meta = self._admin.list_topics(timeout=self.timeout)
         out: list[tuple[str, int]] = []
         for topic in self.topics:
             if topic not in meta.topics or meta.topics[topic].error is not None:
-                raise RuntimeError(f"topic {topic!r} does not exist on {self._bootstrap}: create it (stack up does)")
+                raise LakehouseError(f"topic {topic!r} does not exist on {self._bootstrap}: create it (stack up does)")
             out.extend((topic, p) for p in sorted(meta.topics[topic].partitions))
         return out
 
@@ -82,7 +82,7 @@ class Planner:
         try:
             return kafka_clients.list_offsets(self._admin, partitions, spec, self.timeout)
         except KafkaException as exc:
-            raise RuntimeError(f"could not list the offsets of {sorted({t for t, _ in partitions})}: {exc}") from exc
+            raise LakehouseError(f"could not list the offsets of {sorted({t for t, _ in partitions})}: {exc}") from exc
 
     def watermarks(self, starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], Watermarks]:
         """The first retained and the last stable offset of every partition, in two requests."""

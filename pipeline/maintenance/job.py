@@ -12,6 +12,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.maintenance.actions import ActionResult, Actions, is_conflict, merge_tier, planned
@@ -142,7 +143,7 @@ class MaintenanceJob:
         elif action == "merge":
             tier = merge_tier(health, self.settings.maintenance)
             if tier is None:  # the plan asks for a merge only where a tier holds the fan-in
-                raise RuntimeError(f"{table}: a merge was planned, but no tier holds enough files")
+                raise LakehouseError(f"{table}: a merge was planned, but no tier holds enough files")
             result = self.actions.merge(table, sort=table == self.clicks, tier=tier)
         elif action == "apply_deletes":
             result = self.actions.apply_deletes(table)

@@ -25,3 +25,12 @@ def test_loading_twice_adds_the_rows_once_with_their_generated_keys(settings):
         name, price = cur.fetchone()
         assert name == f"product-{product_key(299)}" and price > 0
         cur.execute(f"DROP DATABASE `{database}`")
+
+
+def test_a_database_that_does_not_exist_is_named_with_what_to_check(settings):
+    import pytest
+
+    from lakehouse.errors import LakehouseError
+
+    with pytest.raises(LakehouseError, match="'no_such_shop'.*does the database exist"):
+        load_table(settings, "user_member", 10, "no_such_shop")

@@ -10,6 +10,7 @@ import pymysql
 from deploy.local.binaries import system_binary
 from deploy.local.processes import chown_for
 from deploy.local.services.base import Service
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings, secret
 
 SCHEMA_SQL = Path(__file__).resolve().parent.parent / "sql" / "shop_schema.sql"
@@ -90,7 +91,7 @@ class MariaDB(Service):
             user=user, capture_output=True, text=True,
         )
         if result.returncode != 0:
-            raise RuntimeError(f"mariadb-install-db failed: {result.stdout[-400:]}{result.stderr[-800:]}")
+            raise LakehouseError(f"mariadb-install-db failed: {result.stdout[-400:]}{result.stderr[-800:]}")
 
     def command(self) -> list[str]:
         return [str(system_binary("mariadbd", "mariadb-server", _SBIN)), f"--defaults-file={self.defaults_file}"]

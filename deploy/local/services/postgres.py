@@ -12,6 +12,7 @@ import psycopg
 from deploy.local.binaries import postgres_bin_dir
 from deploy.local.processes import chown_for
 from deploy.local.services.base import Service
+from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings, secret
 
 LOCK_TABLES_SQL = Path(__file__).resolve().parent.parent / "sql" / "metastore_locks.sql"
@@ -53,7 +54,7 @@ class Postgres(Service):
                 check=True, user=user, capture_output=True, text=True,
             )
         except subprocess.CalledProcessError as exc:
-            raise RuntimeError(f"initdb failed: {exc.stderr.strip()}") from exc
+            raise LakehouseError(f"initdb failed: {exc.stderr.strip()}") from exc
         finally:
             os.unlink(pw.name)
 
