@@ -120,7 +120,7 @@ class MaintenanceSettings(BaseModel):
         small files, fewer than ``compact_medium_files`` files per tier and its final files, and
         every byte is rewritten once per tier it passes through (a day simulated with the
         soak's sizes: at most 56 files, 3.4 bytes rewritten per byte written;
-        tests/pipeline/test_maintenance_plan.py).
+        tests/pipeline/maintenance/test_maintenance_plan.py).
         """
         final = self.final_file_bytes
         bounds = [min(self.small_file_bytes, final)]

@@ -10,7 +10,7 @@ stored as trimmed strings. Anything else becomes a dead-letter record with a rea
 Most events are valid, so they take a fast path: msgspec decodes and type-checks one in C
 (about a microsecond), and only the range and text checks run in Python. An event it
 rejects goes through the plain-Python parser, which names exactly what is wrong: the two
-paths accept the same events (tests/pipeline/test_bad_input_properties.py). The Python
+paths accept the same events (tests/pipeline/clicks/test_bad_input_properties.py). The Python
 parser alone cost 12-18 µs an event, the largest share of a click batch's Python time.
 """
 

@@ -12,7 +12,7 @@ from deploy.local.services.broker import admin_client
 from deploy.local.services.mariadb import connect as mariadb_connect
 from deploy.local.services.object_store import s3_client
 from lakehouse.catalog import pyiceberg_catalog
-from tests.deploy.test_roundtrips import consume_all
+from tests.support.kafka import consume_all
 
 
 def test_broker_restart_keeps_topic_contents(stack, settings):

@@ -10,7 +10,7 @@ import requests
 from lab.report import collect, rate_window, write_report
 from pipeline import metrics
 from queries.freshness_probe import COMMIT_AGE, probe_once
-from tests.pipeline.aggregate_support import append_clicks, click_rows
+from tests.support.aggregates import append_clicks, click_rows
 
 
 def one_second_each(n: int) -> list[int]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.imports import top_level_imports
+from tests.support.imports import top_level_imports
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYER = {"base": 0, "deploy": 1, "loadgen": 2, "pipeline": 2, "queries": 3, "lab": 4, "cli": 5}
@@ -116,3 +116,17 @@ def test_no_two_modules_import_each_other_even_through_others():
         if module not in state:
             visit(module, [module])
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_a_test_module_imports_helpers_from_the_support_package_never_from_another_test():
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    offenders = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tests.") \
+                    and node.module.split(".")[-1].startswith("test_"):
+                offenders.append(f"{path.relative_to(root)} imports {node.module}")
+    assert not offenders, "move shared helpers to tests/support/: " + "; ".join(offenders)

@@ -16,7 +16,7 @@ from deploy.local.services.broker import admin_client
 from deploy.local.services.mariadb import connect as mariadb_connect
 from loadgen.run import expected_events, parse_duration, read_summary, run
 from pipeline.clicks.validate import Limits, classify
-from tests.deploy.test_roundtrips import consume_all
+from tests.support.kafka import consume_all
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 
 from deploy.local.services.object_store import s3_client
 from pipeline.clicks.job import ClickIngestJob
-from tests.pipeline.test_click_ingest import drain, rows
+from tests.support.clicks import drain, rows
 
 
 def _locations(spark, table: str) -> list[tuple[str, str]]:

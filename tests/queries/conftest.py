@@ -13,7 +13,7 @@ from pipeline.aggregates.live import LiveAggregates
 from pipeline.cdc.dimension_tables import ensure_dimension_tables
 from pipeline.tables import ensure_clicks_tables
 from queries import library
-from tests.pipeline.aggregate_support import PRODUCTS, append_clicks, click_rows
+from tests.support.aggregates import PRODUCTS, append_clicks, click_rows
 
 
 @pytest.fixture(scope="package")

@@ -6,7 +6,6 @@ equality deletes (written like a streaming upsert would), which DuckDB must appl
 
 from __future__ import annotations
 
-import datetime as dt
 import decimal
 
 import pytest
@@ -15,20 +14,7 @@ from queries import library
 from queries.dialects import EngineGap
 from queries.duckdb_engine import DuckDBEngine
 from queries.spark_engine import SparkEngine
-
-
-def normalise(value):
-    if isinstance(value, decimal.Decimal | float):
-        return round(float(value), 4)
-    if isinstance(value, dt.datetime):
-        return (value.astimezone(dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value).isoformat()
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return value
-
-
-def rows(table) -> list[tuple]:
-    return [tuple(normalise(v) for v in row.values()) for row in table.to_pylist()]
+from tests.support.queries import rows
 
 
 @pytest.mark.parametrize("name", [q.name for q in library.all_queries()])

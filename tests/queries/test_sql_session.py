@@ -26,7 +26,7 @@ from queries.engines import open_session
 from queries.names import UnknownTable
 from queries.session import SqlSession, StatementError
 from queries.spark_engine import SparkEngine
-from tests.queries.test_cross_engine import rows
+from tests.support.queries import rows
 
 
 def _sql_cli(settings, script: str, *args: str) -> subprocess.CompletedProcess:

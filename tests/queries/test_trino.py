@@ -13,7 +13,7 @@ import pytest
 from queries import library
 from queries.duckdb_engine import DuckDBEngine
 from queries.trino_engine import TrinoEngine
-from tests.queries.test_cross_engine import rows
+from tests.support.queries import rows
 
 
 @pytest.mark.parametrize("name", [q.name for q in library.all_queries()])

@@ -12,7 +12,7 @@ import pytest
 from deploy.k8s import validate
 from deploy.k8s.cross_references import rendered_settings
 from lakehouse.settings import REPO_ROOT
-from tests.deploy.k8s.test_secret_keys import _given, _pods
+from tests.support.k8s import pods, secret_given
 
 OVERLAY = REPO_ROOT / "k8s/overlays/cluster"
 
@@ -33,7 +33,7 @@ def test_it_passes_every_offline_check_the_kind_overlay_passes(docs):
         assert validate.custom_problems(docs, crds) == []
     if validate.checkov_binary() is not None:
         assert validate.checkov_problems(docs) == []
-    assert not [name for name, pod, _, _ in _pods(docs) if _given(pod)[1]], "a pod takes the whole Secret"
+    assert not [name for name, pod, _, _ in pods(docs) if secret_given(pod)[1]], "a pod takes the whole Secret"
 
 
 def test_kafka_is_replicated_and_the_clicks_have_more_partitions(docs):

@@ -20,9 +20,9 @@ import pytest
 from deploy.k8s import validate
 from lakehouse.settings import REPO_ROOT
 from pipeline.jobs import JOBS
-from tests.imports import top_level_imports
+from tests.support.imports import top_level_imports
+from tests.support.k8s import SECRET, pods, secret_given
 
-SECRET = "lakehouse-credentials"
 FIRST_PARTY = ("lakehouse", "pipeline", "loadgen", "queries", "deploy")
 ENV_REFERENCE = re.compile(r"\$\{(?:ENV:|env\.)(LAKEHOUSE_[A-Z0-9_]+)\}")
 
@@ -91,30 +91,6 @@ def _entries(command: list[str]) -> list[str]:
     raise AssertionError(f"no rule for the command {command}")
 
 
-def _pods(docs):
-    """(workload, pod spec or Spark pod, command) of every pod the overlay runs."""
-    for doc in docs:
-        spec, name = doc.get("spec", {}), f"{doc['kind']}/{doc['metadata']['name']}"
-        if doc["kind"] in ("SparkApplication", "ScheduledSparkApplication"):
-            app = spec.get("template", spec)
-            command = ["lakehouse", *app["arguments"]]
-            for role in ("driver", "executor"):
-                yield f"{name} {role}", {"containers": [app[role]], "volumes": app.get("volumes", [])}, command, True
-        elif "template" in spec:
-            pod = spec["template"]["spec"]
-            for c in pod["containers"]:
-                yield f"{name} {c['name']}", {**pod, "containers": [c]}, c.get("command"), \
-                    c["image"].startswith("lakehouse")
-
-
-def _given(pod) -> tuple[set[str], bool]:
-    container = pod["containers"][0]
-    whole = any(SECRET in str(e.get("secretRef", {}).get("name", "")) for e in container.get("envFrom", []))
-    keys = {e["valueFrom"]["secretKeyRef"]["key"] for e in container.get("env", [])
-            if SECRET in str(e.get("valueFrom", {}).get("secretKeyRef", {}).get("name", ""))}
-    return keys, whole
-
-
 def _mounted_references(pod, docs) -> set[str]:
     maps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
     names = {v["configMap"]["name"] for v in pod.get("volumes", []) if "configMap" in v}
@@ -127,24 +103,24 @@ def docs():
 
 
 def test_no_pod_takes_the_whole_secret(docs):
-    whole = [name for name, pod, _, _ in _pods(docs) if _given(pod)[1]]
+    whole = [name for name, pod, _, _ in pods(docs) if secret_given(pod)[1]]
     assert not whole, f"envFrom the whole {SECRET} Secret (every credential, MySQL's root included): {whole}"
 
 
 def test_each_pod_of_the_project_image_gets_exactly_the_keys_its_code_reads(docs):
     wrong = []
-    for name, pod, command, ours in _pods(docs):
+    for name, pod, command, ours in pods(docs):
         if not ours:
             continue
         needed = _keys_read(_entries(command)) | _mounted_references(pod, docs)
-        given, _ = _given(pod)
+        given, _ = secret_given(pod)
         if given != needed:
             wrong.append(f"{name}: gets {sorted(given)}, its code reads {sorted(needed)}")
     assert not wrong, "\n".join(wrong)
 
 
 def test_trino_gets_only_what_its_catalog_file_names(docs):
-    trino = next((name, pod) for name, pod, _, _ in _pods(docs) if "trino" in name)
-    given, whole = _given(trino[1])
+    trino = next((name, pod) for name, pod, _, _ in pods(docs) if "trino" in name)
+    given, whole = secret_given(trino[1])
     assert not whole and given == _mounted_references(trino[1], docs) == {"LAKEHOUSE_S3__ACCESS_KEY",
                                                                           "LAKEHOUSE_S3__SECRET_KEY"}

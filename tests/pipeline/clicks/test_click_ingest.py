@@ -9,18 +9,7 @@ import pytest
 
 from pipeline.clicks.job import ClickIngestJob
 from pipeline.kafka_source.offsets import committed_offsets
-
-
-def drain(job: ClickIngestJob, max_batches: int = 20) -> int:
-    """Run batches until one is idle; return how many committed."""
-    for n in range(max_batches):
-        if job.run_once() == 0:
-            return n
-    raise AssertionError("the job never went idle")
-
-
-def rows(spark, table: str) -> list:
-    return spark.table(table).collect()
+from tests.support.clicks import drain, rows
 
 
 def test_valid_events_land_once_and_bad_ones_in_dead_letter(spark, click_settings, producer):

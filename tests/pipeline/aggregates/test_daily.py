@@ -9,7 +9,7 @@ from decimal import Decimal
 from pyspark.sql import functions as F
 
 from pipeline.aggregates.daily import build_day
-from tests.pipeline.aggregate_support import append_clicks, click_rows
+from tests.support.aggregates import append_clicks, click_rows
 
 
 def test_daily_summary_is_right_and_idempotent_per_date(spark, click_settings):

@@ -12,8 +12,8 @@ from deploy.local.services.mariadb import connect as mariadb_connect
 from lab.reconcile import trino_rows
 from pipeline.cdc.apply import DimensionApplyJob
 from pipeline.cdc.capture import Capture, SchemaChangeError, read_checkpoint
-from tests.deploy.test_roundtrips import consume_all
-from tests.pipeline.cdc_support import isolated_cdc_settings, lake_rows, source_rows, wait_equal
+from tests.support.cdc import isolated_cdc_settings, lake_rows, source_rows, wait_equal
+from tests.support.kafka import consume_all
 
 
 @pytest.fixture

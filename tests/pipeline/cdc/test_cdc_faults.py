@@ -12,7 +12,7 @@ import time
 
 from deploy.local.services.mariadb import connect as mariadb_connect
 from lakehouse.settings_env import settings_env
-from tests.pipeline.cdc_support import checksum, isolated_cdc_settings, lake_rows, source_rows, wait_equal
+from tests.support.cdc import checksum, isolated_cdc_settings, lake_rows, source_rows, wait_equal
 
 
 def random_workload(s, stop: threading.Event, seed: int = 5) -> int:

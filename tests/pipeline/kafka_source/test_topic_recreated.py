@@ -16,8 +16,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_fixe
 from deploy.local.services.broker import admin_client
 from pipeline.clicks.job import ClickIngestJob
 from pipeline.kafka_source.offsets import committed_position
-from tests.pipeline.conftest import ClickProducer
-from tests.pipeline.test_click_ingest import drain, rows
+from tests.support.clicks import ClickProducer, drain, rows
 
 
 def recreate(settings, topic: str) -> None:

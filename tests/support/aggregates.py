@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import time
 import uuid
 from decimal import Decimal
 
+from pipeline.aggregates.live import LiveAggregates
 from pipeline.tables import ensure_clicks_tables
+from tests.support.looping import Looping
 
 PRODUCTS = {f"p{i}": (f"product {i}", Decimal(f"{i}.50")) for i in range(1, 6)}
 
@@ -50,3 +53,25 @@ def expected_product_views(spark, settings) -> dict[tuple, tuple[int, int]]:
 def actual_product_views(spark, settings) -> dict[tuple, tuple[int, int]]:
     rows = spark.table(settings.catalog.product_views_table).collect()
     return {(r.productId, r.name, r.product_price): (r.views, r.unique_users) for r in rows}
+
+
+def matches(spark, settings) -> bool:
+    expected, actual = expected_product_views(spark, settings), actual_product_views(spark, settings)
+    if expected.keys() != actual.keys():
+        return False
+    return all(actual[k][0] == v[0] and abs(actual[k][1] - v[1]) <= max(1, 0.02 * v[1]) for k, v in expected.items())
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout:.0f}s: {what}")
+
+
+def Running(spark, settings) -> Looping:  # noqa: N802 - used as a context manager, like a class
+    """LiveAggregates in a background thread for the duration of a ``with`` block."""
+    return Looping(LiveAggregates(spark, settings), settings.pipeline.aggregate_trigger_seconds, close=False)
+

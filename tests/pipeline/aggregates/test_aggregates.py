@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import random
-import time
 from decimal import Decimal
 
 import pytest
 
 from pipeline.aggregates import rollups as ru
 from pipeline.aggregates.live import LiveAggregates
-from tests.pipeline.aggregate_support import actual_product_views, append_clicks, click_rows, expected_product_views
-from tests.pipeline.looping import Looping
+from tests.support.aggregates import (
+    Running,
+    actual_product_views,
+    append_clicks,
+    click_rows,
+    matches,
+    wait_until,
+)
 
 
 @pytest.fixture
@@ -23,27 +28,6 @@ def agg_settings(click_settings, tmp_path):
     s.catalog.daily_users_table = f"ads_test.daily_users_{suffix}"
     s.pipeline.aggregate_trigger_seconds = 0.5
     return s
-
-
-def matches(spark, settings) -> bool:
-    expected, actual = expected_product_views(spark, settings), actual_product_views(spark, settings)
-    if expected.keys() != actual.keys():
-        return False
-    return all(actual[k][0] == v[0] and abs(actual[k][1] - v[1]) <= max(1, 0.02 * v[1]) for k, v in expected.items())
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f}s: {what}")
-
-
-def Running(spark, settings) -> Looping:  # noqa: N802 - used as a context manager, like a class
-    """LiveAggregates in a background thread for the duration of a ``with`` block."""
-    return Looping(LiveAggregates(spark, settings), settings.pipeline.aggregate_trigger_seconds, close=False)
 
 
 def test_aggregates_follow_appends_price_changes_and_compaction(spark, agg_settings):

@@ -20,9 +20,8 @@ from pipeline.kafka_source.offsets import OFFSETS_PROPERTY
 from pipeline.maintenance.job import MaintenanceJob
 from pipeline.runner import run_loop
 from pipeline.snapshot_properties import latest_property
-from tests.pipeline.aggregate_support import append_clicks, click_rows
-from tests.pipeline.test_aggregates import Running, matches, wait_until
-from tests.pipeline.test_click_faults import event_ids
+from tests.support.aggregates import Running, append_clicks, click_rows, matches, wait_until
+from tests.support.clicks import event_ids
 
 
 def eager(settings, **overrides):

@@ -83,6 +83,6 @@ def test_the_docs_show_the_contract_as_it_is():
 
     from lakehouse.cli.contract import markdown_table
 
-    page = (Path(__file__).resolve().parents[2] / "docs" / "schema-evolution.md").read_text()
+    page = (Path(__file__).resolve().parents[3] / "docs" / "schema-evolution.md").read_text()
     shown = page.split("<!-- contract-table -->\n", 1)[1].split("\n<!-- /contract-table -->", 1)[0]
     assert shown == markdown_table(), "regenerate the table with `lakehouse contract show --markdown`"

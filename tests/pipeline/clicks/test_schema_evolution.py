@@ -24,9 +24,9 @@ from pipeline.clicks.evolving_batch import HISTORY_PROPERTY
 from pipeline.clicks.job import ClickIngestJob
 from queries.duckdb_engine import DuckDBEngine
 from queries.trino_engine import TrinoEngine
-from tests.pipeline.looping import Looping
-from tests.pipeline.test_aggregates import Running, matches
-from tests.pipeline.test_click_faults import wait_for
+from tests.support.aggregates import Running, matches
+from tests.support.clicks import wait_for
+from tests.support.looping import Looping
 
 
 def Ingesting(spark, settings) -> Looping:  # noqa: N802 - used as a context manager, like a class

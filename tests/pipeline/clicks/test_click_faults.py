@@ -13,24 +13,7 @@ import time
 from lakehouse.settings_env import settings_env
 from pipeline.clicks.job import ClickIngestJob
 from pipeline.runner import run_loop
-
-
-def wait_for(predicate, timeout: float, what: str, log_path=None, every: float = 1.0):
-    """Poll until ``predicate`` is truthy; on time-out, show the tail of the job's log."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    tail = log_path.read_text(errors="replace")[-4000:] if log_path else ""
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{tail}")
-
-
-def event_ids(spark, table: str) -> list[str]:
-    if not spark.catalog.tableExists(table):
-        return []
-    return [r.event_id for r in spark.table(table).select("event_id").collect()]
+from tests.support.clicks import event_ids, wait_for
 
 
 def test_kill_minus_nine_at_random_moments_loses_and_duplicates_nothing(spark, click_settings, producer, tmp_path):
