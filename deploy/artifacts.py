@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import tomllib
 import zipfile
 from dataclasses import dataclass
@@ -34,8 +33,6 @@ from lakehouse.settings import Settings
 MANIFEST = Path(__file__).with_name("artifacts.toml")
 SHIM_SOURCE = Path(__file__).parent / "native" / "loopback_bind.c"
 SHIM_NAME = "libloopback_bind.so"
-JAVA_SOURCES = Path(__file__).parent / "native" / "java"
-HELPER_JAR = "lakehouse-spark-helpers.jar"
 
 
 ChecksumError = maven.ChecksumError  # one error for a wrong digest, whichever registry served the file
@@ -143,39 +140,9 @@ def build_shim(tools_dir: Path) -> Path:
     return out
 
 
-def helper_jar(tools_dir: Path) -> Path:
-    return tools_dir / "jvm" / "helpers" / HELPER_JAR
-
-
-def build_helper_jar(tools_dir: Path) -> Path:
-    """Compile the project's own small Java helpers (deploy/native/java) into a jar."""
-    out = helper_jar(tools_dir)
-    sources = sorted(JAVA_SOURCES.rglob("*.java"))
-    if out.exists() and all(out.stat().st_mtime >= src.stat().st_mtime for src in sources):
-        return out
-    javac = shutil.which("javac")
-    if javac is None:
-        raise LakehouseError("javac not found: install Debian's openjdk-17-jdk-headless (make install does)")
-    # deferred: pyspark is installed by the same `make install` step that runs this module
-    import pyspark
-
-    classpath = os.pathsep.join([f"{Path(pyspark.__file__).parent / 'jars'}/*",
-                                 str(maven.profile_dir(tools_dir, "spark") / "*")])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as build:
-        subprocess.run([javac, "-nowarn", "-d", build, "-cp", classpath, *map(str, sources)], check=True)
-        tmp = out.with_suffix(".part")
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as jar:
-            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
-            for cls in Path(build).rglob("*.class"):
-                jar.write(cls, cls.relative_to(build).as_posix())
-        os.replace(tmp, out)
-    return out
-
-
 def jar_paths(tools_dir: Path, profiles: tuple[str, ...] = ("spark",)) -> list[Path]:
-    """The jars Spark adds to pyspark's own (Maven ``profiles``, then the helpers), in a stable order;
-    a clear error when any is not installed."""
+    """The jars Spark adds to pyspark's own (Maven ``profiles``), in a stable order; a clear error when any
+    is not installed."""
     paths = []
     for profile in profiles:
         folder = maven.profile_dir(tools_dir, profile)
@@ -184,10 +151,7 @@ def jar_paths(tools_dir: Path, profiles: tuple[str, ...] = ("spark",)) -> list[P
         if missing:
             raise FileNotFoundError(f"jars missing from {folder}: {missing[:3]}... run `make install`")
         paths += [folder / n for n in names]
-    helpers = helper_jar(tools_dir)
-    if not helpers.is_file():
-        raise FileNotFoundError(f"{helpers} is missing: run `make install`")
-    return [*paths, helpers]
+    return paths
 
 
 def main(
@@ -227,7 +191,6 @@ def main(
             install_package(package, tools_dir)
         if not cluster:
             build_shim(tools_dir)
-        build_helper_jar(tools_dir)
         if cluster:
             shutil.rmtree(tools_dir / "cache", ignore_errors=True)
     except (ChecksumError, maven.ResolveError) as exc:

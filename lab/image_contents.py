@@ -39,8 +39,7 @@ def main() -> None:
     image = _pins(REPO_ROOT / "deploy/image-requirements.lock")
     full = _pins(REPO_ROOT / "requirements.lock")
     rows = [("in the image: Python packages (deploy/image-requirements.lock)", installed_bytes(image)),
-            ("in the image: jars (.tools/jvm/spark, .tools/jvm/helpers)",
-             folder_bytes(tools / "jvm" / "spark") + folder_bytes(tools / "jvm" / "helpers")),
+            ("in the image: jars (.tools/jvm/spark)", folder_bytes(tools / "jvm" / "spark")),
             ("left out: the test extra", installed_bytes(full - image)),
             ("left out: the local stack's servers (.tools/bin, .tools/trino, .tools/jvm/{kafka,trino})",
              sum(folder_bytes(f) for f in (tools / "bin", tools / "trino", tools / "jvm" / "kafka",

@@ -28,8 +28,9 @@ def spark_log(settings: Settings) -> Path:
     return path
 
 
-def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
-    """The catalog and SQL settings every job needs; in local mode also jars, driver and interpreters."""
+def spark_conf(settings: Settings, app_name: str, extra_jars: tuple[Path, ...] = ()) -> dict[str, str]:
+    """The catalog and SQL settings every job needs; in local mode also jars (``extra_jars`` after the
+    project's: the tests' own Java helpers), driver and interpreters."""
     prefix = f"spark.sql.catalog.{settings.catalog.name}"
     conf = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
@@ -52,7 +53,7 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         # Under spark-submit these are the submitter's (the SparkApplication's) to set.
         conf.update({
             "spark.app.name": app_name,
-            "spark.jars": ",".join(str(p) for p in jar_paths(settings.tools_dir)),
+            "spark.jars": ",".join(str(p) for p in (*jar_paths(settings.tools_dir), *extra_jars)),
             "spark.driver.memory": settings.pipeline.spark_driver_memory,
             "spark.driver.bindAddress": settings.metrics.host,
             "spark.driver.host": settings.metrics.host,
@@ -81,7 +82,7 @@ def scheduler_pools(settings: Settings) -> Path:
     return path
 
 
-def build_session(settings: Settings, app_name: str, master: str | None = None):
+def build_session(settings: Settings, app_name: str, master: str | None = None, extra_jars: tuple[Path, ...] = ()):
     """A SparkSession: local[2] (or ``master`` / SPARK_MASTER), or the submitter's in cluster mode."""
     # deferred: pyspark: only for the jobs that build a session (dims and aggregates never do)
     from pyspark.sql import SparkSession
@@ -94,7 +95,7 @@ def build_session(settings: Settings, app_name: str, master: str | None = None):
         # Keep Spark's own sockets on loopback (it would otherwise pick the host's address).
         os.environ.setdefault("SPARK_LOCAL_IP", settings.metrics.host)
         builder = SparkSession.builder.master(master or os.environ.get("SPARK_MASTER", "local[2]"))
-    for key, value in spark_conf(settings, app_name).items():
+    for key, value in spark_conf(settings, app_name, extra_jars).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

@@ -53,8 +53,10 @@ def settings(stack) -> Settings:
 @pytest.fixture(scope="session")
 def spark(settings):
     from pipeline.spark_session import build_session
+    from tests.support.java_helpers import helper_jar
 
-    session = build_session(settings, "lakehouse-tests")
+    session = build_session(settings, "lakehouse-tests",
+                            extra_jars=(helper_jar(settings.tools_dir, settings.run_dir / "test-jars"),))
     yield session
     session.stop()
 
