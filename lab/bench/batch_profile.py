@@ -19,8 +19,8 @@ from confluent_kafka.admin import NewTopic
 
 from deploy.local.services.broker import admin_client
 from lab.bench.ingest import bench_settings
+from lab.bench.rate_producer import produce_at_rate
 from lakehouse.settings import Settings
-from loadgen.rate_producer import produce_at_rate
 from pipeline.clicks.job import ClickIngestJob
 from pipeline.spark_session import build_session
 

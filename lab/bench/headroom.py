@@ -98,7 +98,7 @@ def _step(spark, settings: Settings, rate: float, seconds: float, progress) -> S
         # Several producer processes share the rate: one Python process is one core at most.
         n = max(1, math.ceil(rate / PRODUCER_RATE))
         producers = [subprocess.Popen(
-            [sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate / n), "--duration", str(seconds),
+            [sys.executable, "-m", "lab.bench.rate_producer", "--rate", str(rate / n), "--duration", str(seconds),
              "--topic", topic], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)]
         samples = []
         while any(p.poll() is None for p in producers):

@@ -25,9 +25,9 @@ from prometheus_client import REGISTRY
 
 from deploy.local.services.broker import admin_client
 from lab.bench.freshness import clicks as clicks_freshness
+from lab.bench.rate_producer import produce_at_rate
 from lakehouse import kafka_clients
 from lakehouse.settings import Settings
-from loadgen.rate_producer import produce_at_rate
 from pipeline.clicks.job import ClickIngestJob
 from pipeline.runner import run_loop
 from pipeline.spark_session import build_session
@@ -116,7 +116,7 @@ WARM_UP_S = 20.0
 
 def _produce(s: Settings, rate: float, seconds: float) -> int:
     """Events a rate producer process sent (its own process: in this one it would share the driver's GIL)."""
-    done = subprocess.run([sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate), "--duration",
+    done = subprocess.run([sys.executable, "-m", "lab.bench.rate_producer", "--rate", str(rate), "--duration",
                            str(seconds), "--topic", s.kafka.clicks_topic], capture_output=True, text=True, check=True)
     return int(done.stdout.split()[1])
 
@@ -144,7 +144,7 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
     since_ms = int(time.time() * 1000)
     began = time.monotonic()
     producer = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate), "--duration", str(duration),
+        [sys.executable, "-m", "lab.bench.rate_producer", "--rate", str(rate), "--duration", str(duration),
          "--topic", s.kafka.clicks_topic], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     samples = []  # (seconds since start, events committed) while the producer runs
     while producer.poll() is None:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from deploy.local.stack import LocalStack
 from lab.chaos.fleet import JOBS, Fleet
+from lab.chaos.steady import SteadyClicks
 from lakehouse.settings import Settings
 from loadgen.events import click_event
-from loadgen.steady import SteadyClicks
 
 log = logging.getLogger(__name__)
 

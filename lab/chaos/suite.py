@@ -1,7 +1,7 @@
 """Run faults one at a time under steady load, then prove nothing was lost or duplicated.
 
 Ground truth is kept outside the pipeline: the click events the broker acknowledged
-(loadgen.steady) and the rows the source database holds at the end. Each fault gets a
+(lab.chaos.steady) and the rows the source database holds at the end. Each fault gets a
 row: how long until the system had caught up (see checks), how many of the events
 produced during its window are missing from the click table or in it twice, and how
 many pipeline processes crashed (and were restarted by the supervisor) because of it.
@@ -23,11 +23,11 @@ from deploy.local.stack import LocalStack
 from lab.chaos import checks
 from lab.chaos.faults import Context, Fault
 from lab.chaos.fleet import Fleet
+from lab.chaos.steady import SteadyChanges, SteadyClicks
 from lab.reconcile import differences, lake_rows, source_rows, wait_until_equal
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings, load_settings
 from lakehouse.settings_env import side_by_side_env
-from loadgen.steady import SteadyChanges, SteadyClicks
 from pipeline.spark_session import build_session
 
 log = logging.getLogger(__name__)

@@ -177,7 +177,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
     jobs = threading.Thread(target=run_jobs, args=(spark, s, ["clicks"], stop), daemon=True)
     jobs.start()
     producer = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.rate_producer", "--rate", str(rate), "--duration", str(duration),
+        [sys.executable, "-m", "lab.bench.rate_producer", "--rate", str(rate), "--duration", str(duration),
          "--bad-share", "0.01", "--topic", s.kafka.clicks_topic],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env(s))
     samples: list[Sample] = []
