@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from lakehouse.errors import LakehouseError
 
@@ -85,6 +85,30 @@ def list_offsets(client: AdminClient, partitions: list[tuple[str, int]], spec: O
             if not retriable(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+def missing_topics(client: AdminClient, topics: list[str], timeout_s: float = 10.0) -> list[str]:
+    """Those of ``topics`` the broker does not have."""
+    existing = client.list_topics(timeout=timeout_s).topics
+    return [t for t in topics if t not in existing]
+
+
+def create_topics(client: AdminClient, partitions: dict[str, int], configs: dict[str, dict[str, int]]) -> list[str]:
+    """Create those of ``partitions`` (topic -> partition count) that are missing, with their ``configs``;
+    wait until every one of them has a leader. Returns the topics created."""
+    new = [NewTopic(name, num_partitions=n, replication_factor=1,
+                    config={k: str(v) for k, v in configs.get(name, {}).items()})
+           for name, n in partitions.items() if name in missing_topics(client, list(partitions))]
+    for _name, future in (client.create_topics(new, request_timeout=15).items() if new else ()):
+        try:
+            future.result()
+        except KafkaException as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise
+    # a topic just created has no leader for a moment: whoever asks for its offsets then is told
+    # NOT_LEADER_FOR_PARTITION; so return only once every topic can be read
+    wait_for_leaders(client, list(partitions))
+    return [t.topic for t in new]
 
 
 def wait_for_leaders(client: AdminClient, topics: list[str], timeout_s: float = 30.0) -> None:

@@ -78,6 +78,10 @@ class KafkaSettings(_Service):
                                   "replay them. CDC topics keep everything (they are replayed from the start).")
     cdc_topic_prefix: str = "cdc.shop"
     cdc_partitions: int = Field(1, ge=1, le=64)
+    create_topics: bool = Field(
+        False, description="Whether the capture creates the topics it needs when they are missing (partitions and "
+                           "configs from these settings). Off: a missing topic stops it with the topic's name and "
+                           "the command that creates it (`lakehouse stack up`; in Kubernetes, its KafkaTopic).")
     producer_linger_ms: int = Field(
         20, ge=0, le=5000,
         description="How long the long-running producers (CDC capture, the chaos suite's load) gather records "

@@ -75,6 +75,10 @@ def position_lost(exc: BaseException) -> bool:
     return any(words in message for words in POSITION_GONE)
 
 
+class MissingTopics(FatalError):
+    """A topic the capture writes to does not exist, and the settings do not let it create one."""
+
+
 class BrokerUnacknowledged(TransientError):
     """Kafka did not confirm published changes in time (the broker is down or restarting)."""
 
@@ -378,6 +382,7 @@ class Capture:
         checkpoint (replayed changes are harmless, see
         *Position* above), so a restart of MariaDB or Kafka needs no human.
         """
+        self.ensure_topics()
         failures = 0
         while not stop.is_set():
             began = time.monotonic()
@@ -404,6 +409,28 @@ class Capture:
                 self.producer.purge()
                 self.producer = self._new_producer()
                 stop.wait(delay)
+
+    def ensure_topics(self) -> None:
+        """The position topic and one topic per captured table: created (``kafka.create_topics``) or a FatalError.
+
+        Without it, a capture pointed at a database whose topics do not exist looped for good on
+        ``_UNKNOWN_PARTITION … Failed to get watermark offsets`` instead of saying what was wrong.
+        """
+        s = self.settings
+        needed = {s.cdc_position_topic: 1, **{s.cdc_topic(t): s.kafka.cdc_partitions for t in self.tables}}
+        client = kafka_clients.admin(s.kafka.bootstrap)
+        if s.kafka.create_topics:
+            created = kafka_clients.create_topics(client, needed, s.topic_configs())
+            if created:
+                log.info("created the topics %s", ", ".join(created))
+            return
+        missing = kafka_clients.missing_topics(client, list(needed))
+        if missing:
+            raise MissingTopics(
+                f"the capture's topics {', '.join(missing)} do not exist on {s.kafka.bootstrap}. Create them: "
+                "`lakehouse stack up` creates every topic the settings name (on Kubernetes, `make k8s-generate` "
+                "writes them as KafkaTopic resources), or let the capture create them: "
+                "LAKEHOUSE_KAFKA__CREATE_TOPICS=true")
 
     def _resume(self, stop: threading.Event) -> None:
         position = read_checkpoint(self.settings)

@@ -15,7 +15,7 @@ import subprocess
 import uuid
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from deploy.local.binaries import java_binary
 from deploy.local.processes import StackError
@@ -124,18 +124,5 @@ class Broker(Service):
             return False
 
     def bootstrap(self) -> None:
-        admin = admin_client(self.settings)
-        existing = admin.list_topics(timeout=10).topics
-        configs = self.settings.topic_configs()
-        new = [NewTopic(name, num_partitions=n, replication_factor=1,
-                        config={k: str(v) for k, v in configs[name].items()})
-               for name, n in self.settings.topics().items() if name not in existing]
-        for _name, future in (admin.create_topics(new, request_timeout=15).items() if new else ()):
-            try:
-                future.result()
-            except KafkaException as exc:
-                if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                    raise
-        # a topic just created has no leader for a moment: whoever asks for its offsets then is told
-        # NOT_LEADER_FOR_PARTITION; the stack is ready only once every topic can be read
-        kafka_clients.wait_for_leaders(admin, list(self.settings.topics()))
+        """Every topic the settings name, with its partitions and configs (``Settings.topics``)."""
+        kafka_clients.create_topics(admin_client(self.settings), self.settings.topics(), self.settings.topic_configs())

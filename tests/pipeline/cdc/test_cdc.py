@@ -187,3 +187,38 @@ def test_ddl_rule_add_column_evolves_other_ddl_stops(cdc, capture):
         time.sleep(0.2)
     assert capture and isinstance(capture[0], SchemaChangeError)
     assert "MODIFY COLUMN product_price" in str(capture[0])
+
+
+def test_missing_topics_are_named_with_the_command_or_created_where_the_settings_say_so(settings):
+    """A new prefix (a new database): the capture stops at once naming the topics and how to create them,
+    instead of retrying a Kafka error code; with kafka.create_topics it creates them and snapshots."""
+    import uuid
+
+    from deploy.local.services.broker import admin_client
+    from deploy.local.services.mariadb import create_source_database
+    from lakehouse.kafka_clients import missing_topics
+    from pipeline.cdc.capture import MissingTopics
+
+    s = settings.model_copy(deep=True)
+    suffix = uuid.uuid4().hex[:8]
+    s.mariadb.database, s.kafka.cdc_topic_prefix = f"shop_{suffix}", f"cdc_new_{suffix}"
+    create_source_database(s, s.mariadb.database)
+    needed = [s.cdc_position_topic, *(s.cdc_topic(t) for t in s.cdc_tables)]
+    stop = threading.Event()
+    began = time.monotonic()
+    with pytest.raises(MissingTopics, match=f"{s.cdc_position_topic}.*lakehouse stack up.*CREATE_TOPICS=true"):
+        Capture(s).run(stop)
+    assert time.monotonic() - began < 30 and missing_topics(admin_client(s), needed) == needed
+    s.kafka.create_topics = True
+    thread = threading.Thread(target=Capture(s).run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while read_checkpoint(s) is None:
+            assert time.monotonic() < deadline, "no snapshot into the created topics"
+            time.sleep(0.2)
+        assert missing_topics(admin_client(s), needed) == []
+        assert len(consume_all(s, s.cdc_topic("products"), 1)) == 9  # the seed's products, snapshotted
+    finally:
+        stop.set()
+        thread.join(30)
