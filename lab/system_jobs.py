@@ -26,7 +26,7 @@ from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 from pipeline.app import run_job
 from pipeline.cdc.apply import DimensionApplyJob
-from pipeline.cdc.capture import read_checkpoint
+from pipeline.cdc.checkpoints import read_checkpoint
 from pipeline.clicks.job import ClickIngestJob
 from pipeline.spark_session import build_session
 

@@ -28,7 +28,7 @@ from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 from lakehouse.settings_env import settings_env
 from pipeline.cdc.apply import DimensionApplyJob
-from pipeline.cdc.capture import read_checkpoint
+from pipeline.cdc.checkpoints import read_checkpoint
 from pipeline.runner import run_loop
 from pipeline.spark_session import build_session
 

@@ -21,10 +21,9 @@ import logging
 import re
 import threading
 import time
-from typing import cast
 
 import pymysql
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 from prometheus_client import Counter, Gauge
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
@@ -43,6 +42,7 @@ from lakehouse.settings import Settings, secret
 from pipeline import metrics
 from pipeline.cdc import envelope as env
 from pipeline.cdc import gtid as gtids
+from pipeline.cdc.checkpoints import read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +83,6 @@ class BrokerUnacknowledged(TransientError):
     """Kafka did not confirm published changes in time (the broker is down or restarting)."""
 
 
-class PositionUnreadable(TransientError):
-    """The position topic has checkpoints but the broker did not hand them over in time."""
-
-
 def connect(settings: Settings, **extra):
     m = settings.mariadb
     return pymysql.connect(host=m.host, port=m.port, user=m.cdc_user, database=m.database,
@@ -102,51 +98,6 @@ def ends_transaction(statement: str) -> bool:
     """A binlog query event after which the source has no open transaction: COMMIT, XA COMMIT/ROLLBACK, and
     DDL (which commits implicitly); ``statement`` upper-cased, spaces collapsed."""
     return not statement.startswith(INSIDE_A_TRANSACTION)
-
-
-def _position_topic_ends(consumer, tp: TopicPartition, timeout_s: float = 15.0) -> tuple[int, int]:
-    """The position topic's (low, high) offsets; (-1, -1) when it does not exist. A partition whose leader is
-    being elected (just created, a broker restart) is asked again; an unreachable broker raises: it is NOT
-    a reason to snapshot again (deletes made since would be lost)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-        except KafkaException as exc:
-            if exc.args[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
-                return -1, -1
-            if not kafka_clients.retriable(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-def read_checkpoint(settings: Settings) -> dict | None:
-    """The last durable position, read back from the tail of the position topic."""
-    consumer = kafka_clients.reader(settings.kafka.bootstrap, "cdc-position")
-    try:
-        tp = TopicPartition(settings.cdc_position_topic, 0)
-        low, high = _position_topic_ends(consumer, tp)
-        if low < 0:
-            return None  # no position topic yet: nothing was ever captured
-        if high <= low:
-            return None  # nothing ever checkpointed
-        consumer.assign([TopicPartition(tp.topic, 0, max(low, high - 50))])
-        last, deadline = None, time.monotonic() + 15
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if (error := msg.error()) is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    break
-                continue
-            last = json.loads(cast(bytes, msg.value()))
-        if last is None:
-            raise PositionUnreadable(f"{tp.topic} holds checkpoints {low}..{high - 1} but none could be read "
-                                     f"within 15s (broker restarting?)")
-        return last
-    finally:
-        consumer.close()
 
 
 class Capture:

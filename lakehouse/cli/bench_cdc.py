@@ -1,0 +1,39 @@
+"""`lakehouse bench cdc --members N`: the at-scale CDC benchmark's run and its table of figures."""
+
+from __future__ import annotations
+
+import typer
+
+from lakehouse.cli.common import console, friendly_errors, print_figures
+
+
+def cdc_at_scale(settings, rate: float, duration: float, members: int, engines: tuple[str, ...],
+                  chaos: bool) -> None:
+    from lab.bench.cdc_scale import run
+
+    with friendly_errors():
+        r = run(settings, members, rate, duration, progress=console.log, engines=engines, chaos=chaos)
+    same = {name: fp == r.fingerprints["mariadb"] for name, fp in r.fingerprints.items() if name != "mariadb"}
+    print_figures(f"CDC at scale: {members:,} members, {rate:,.0f} changes/s for {duration:.0f}s", [
+        ("load into MariaDB (rows/s)", f"{r.load_rows_per_s:,.0f}"),
+        ("initial snapshot, capture start -> last row committed (rows/s)", f"{r.snapshot_rows_per_s:,.0f}"),
+        ("peak RSS during the snapshot: capture / apply (MiB)",
+         f"{r.snapshot_capture_rss_mb:,.0f} / {r.snapshot_apply_rss_mb:,.0f}"),
+        ("changes written", f"{r.changes:,}"),
+        ("sustained changes/s (applied while the load ran)", f"{r.sustained_cps:,.0f}"),
+        ("apply freshness p50 / p95 (s)", f"{r.freshness_p50_s:.2f} / {r.freshness_p95_s:.2f}"),
+        ("bytes added per change (data + deletes + folds)", f"{r.bytes_per_change:,.0f}"),
+        ("raw bytes of a changed row", f"{r.row_bytes:,.0f}"),
+        ("write amplification (bytes added per change / raw bytes of the row)", f"{r.write_amplification:.1f}x"),
+        ("data files / delete files at the end", f"{r.data_files_end} / {r.delete_files_end}"),
+        ("apply peak RSS while changing (MiB)", f"{r.apply_rss_mb:,.0f}"),
+        *((f"DuckDB point query p95 / full count p95 (s), delete files: {when}",
+           f"{c.point_p95_s:.2f} / {c.count_p95_s:.2f}, {c.delete_files}")
+          for when, c in (("after the snapshot", r.reads_start), ("at the end", r.reads_end)) if c is not None),
+        *((("kill -9, then restarted", "; ".join(r.kills)),) if r.kills else ()),
+        ("rows, keys, sums equal to MariaDB's", ", ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in same.items())),
+        ("sampled changed keys differing", ", ".join(f"{k}: {v}" for k, v in r.sample_differences.items())),
+    ])
+    if not all(same.values()) or any(r.sample_differences.values()):
+        console.print(f"[red]readers disagree with MariaDB[/]: {r.fingerprints}")
+        raise typer.Exit(1)
