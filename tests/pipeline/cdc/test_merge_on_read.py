@@ -164,3 +164,21 @@ def test_a_table_shrinking_under_the_whole_table_size_sheds_its_delete_files(mem
     assert [e.data_file.content for e in live_files(small.table)] == [0]
     assert summary["total-delete-files"] == "0" and summary["total-data-files"] == "1"
     assert levels(small.table) == changes.state
+
+
+def test_the_writer_expires_old_snapshots_but_keeps_where_it_resumes(members):
+    from pipeline.cdc.dimension_tables import committed_position
+    from pipeline.cdc.expiry import KEEP_AT_LEAST
+
+    s, name = members
+    changes, writer = Changes(), writer_for(*members, fold_files=3)
+    with writer.table.transaction() as tx:
+        tx.set_properties({"history.expire.max-snapshot-age-ms": "1"})  # everything old at once
+    writer.reload()
+    writer.apply(changes.batch(*(("r", f"k{i}", 0) for i in range(100))), changes.props())
+    for n in range(20):
+        writer.apply(changes.batch(("u", f"k{n}", n + 1)), changes.props())
+    table = writer.catalog.load_table(name)
+    assert len(table.snapshots()) <= KEEP_AT_LEAST + 4  # 20+ commits, trimmed at each fold
+    assert committed_position(table).offsets == {"t": {0: changes.position}}  # the resume point survived
+    assert levels(table) == changes.state
