@@ -34,7 +34,7 @@ import psutil
 from deploy.local.services.broker import Broker
 from deploy.local.services.mariadb import connect, create_source_database
 from lab.bench.cdc import bench_settings, start_job_process
-from lab.bench.freshness import first_visible, quantiles
+from lab.bench.freshness import MarkedFreshness, quantiles
 from lab.bench.ingest import commit_rate
 from lab.reconcile import member_fingerprints, member_sample_differences
 from lakehouse.catalog import pyiceberg_catalog
@@ -56,6 +56,7 @@ class ReadCost:
     point_p95_s: float
     count_p95_s: float
     delete_files: int
+    deleted_rows: int = 0
 
 
 def read_cost(s: Settings, members: int, repeat: int = 10) -> ReadCost:
@@ -70,7 +71,10 @@ def read_cost(s: Settings, members: int, repeat: int = 10) -> ReadCost:
         began = time.perf_counter()
         engine.run(f"SELECT count(*) FROM {table}")
         count.append(time.perf_counter() - began)
-    return ReadCost(quantiles(point, (95,))[0], quantiles(count, (95,))[0], _files(s)[1])
+    files = [e.data_file for e in live_files(pyiceberg_catalog(s).load_table(table))]
+    deletes = [f for f in files if f.content != 0]
+    return ReadCost(quantiles(point, (95,))[0], quantiles(count, (95,))[0], len(deletes),
+                    sum(f.record_count for f in deletes))
 
 
 @dataclass
@@ -91,6 +95,8 @@ class ScaleResult:
     apply_rss_mb: float = 0.0
     reads_start: ReadCost | None = None
     reads_end: ReadCost | None = None
+    #: (seconds into the changes, read cost then): whether the read cost levels off, not only where it ends
+    reads_during: list[tuple[float, ReadCost]] = field(default_factory=list)
     fingerprints: dict[str, tuple] = field(default_factory=dict)
     sample_differences: dict[str, int] = field(default_factory=dict)
     kills: list[str] = field(default_factory=list)
@@ -260,21 +266,15 @@ def _changed_row_bytes(s: Settings) -> float:
         return float(cur.fetchone()[0] or 0)
 
 
-def _bytes_added_since(s: Settings, since_ms: int) -> int:
-    """Bytes of every file (data and deletes, folds included) the member table's commits added since ``since_ms``."""
-    table = pyiceberg_catalog(s).load_table(s.catalog.members_table)
-    return sum(int((snap.summary.additional_properties if snap.summary else {}).get("added-files-size", 0))
-               for snap in table.snapshots() if snap.timestamp_ms >= since_ms)
+def _note_bytes_added(table, since_ms: int, added: dict[int, int]) -> None:
+    """Record the bytes of every file (data and deletes, folds included) each commit since ``since_ms`` added.
 
-
-def _freshness(s: Settings, since_ms: int) -> tuple[float, float]:
-    table = pyiceberg_catalog(s).load_table(s.catalog.members_table)
-    first = first_visible(table, ("userid", "show_params"), since_ms, prefix=MARK)
-    delays = [ms - int(mark[len(MARK):]) for (_, mark), ms in first.items()]
-    if not delays:
-        return float("nan"), float("nan")
-    p50, p95 = (x / 1000 for x in quantiles(delays, (50, 95)))
-    return p50, p95
+    Noted as the run goes: the writer expires snapshots older than ten minutes.
+    """
+    for snap in table.snapshots():
+        if snap.timestamp_ms >= since_ms:
+            added[snap.snapshot_id] = int((snap.summary.additional_properties if snap.summary else {})
+                                          .get("added-files-size", 0))
 
 
 def run(settings: Settings, members: int, rate: float, duration: float, progress=print,
@@ -340,17 +340,33 @@ def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float
     thread.start()
     samples = []
     crashes = [(duration / 3, "dims"), (2 * duration / 3, "cdc")] if chaos else []
+    fresh, polled, added = MarkedFreshness(("userid", "show_params"), since_ms, MARK), 0.0, {}
+    read_every, next_read = max(duration / 6, 60.0), max(duration / 6, 60.0)
     while thread.is_alive():
         elapsed = time.monotonic() - began
         if crashes and elapsed >= crashes[0][0]:
             processes.crash(crashes.pop(0)[1], "during the changes")
         samples.append((elapsed, _applied(s) - first))
+        if elapsed >= next_read and elapsed < duration - 10:
+            cost = read_cost(s, result.members, repeat=5)
+            result.reads_during.append((elapsed, cost))
+            progress(f"{elapsed / 60:.0f} min: point p95 {cost.point_p95_s:.2f}s, count p95 {cost.count_p95_s:.2f}s, "
+                     f"{cost.delete_files} delete files, {cost.deleted_rows:,} deleted rows")
+            next_read += read_every
+        if elapsed - polled >= 30:  # before the writer expires them (it keeps ten minutes)
+            table = pyiceberg_catalog(s).load_table(s.catalog.members_table)
+            fresh.poll(table)
+            _note_bytes_added(table, since_ms, added)
+            polled = elapsed
         time.sleep(1.0)
     samples.append((time.monotonic() - began, _applied(s) - first))
     _wait_applied(s, _topic_end(s), 300, processes)
+    table = pyiceberg_catalog(s).load_table(s.catalog.members_table)
+    fresh.poll(table)
+    _note_bytes_added(table, since_ms, added)
     result.changes = written[0] if written else 0
     result.sustained_cps = commit_rate(samples)
     result.apply_rss_mb = peaks.stop()["apply"]
-    result.bytes_per_change = _bytes_added_since(s, since_ms) / max(result.changes, 1)
+    result.bytes_per_change = sum(added.values()) / max(result.changes, 1)
     result.row_bytes = _changed_row_bytes(s)
-    result.freshness_p50_s, result.freshness_p95_s = _freshness(s, since_ms)
+    result.freshness_p50_s, result.freshness_p95_s = fresh.quantiles_s((50, 95))

@@ -27,9 +27,11 @@ def cdc_at_scale(settings, rate: float, duration: float, members: int, engines: 
         ("write amplification (bytes added per change / raw bytes of the row)", f"{r.write_amplification:.1f}x"),
         ("data files / delete files at the end", f"{r.data_files_end} / {r.delete_files_end}"),
         ("apply peak RSS while changing (MiB)", f"{r.apply_rss_mb:,.0f}"),
-        *((f"DuckDB point query p95 / full count p95 (s), delete files: {when}",
-           f"{c.point_p95_s:.2f} / {c.count_p95_s:.2f}, {c.delete_files}")
-          for when, c in (("after the snapshot", r.reads_start), ("at the end", r.reads_end)) if c is not None),
+        *((f"DuckDB point query p95 / full count p95 (s), delete files, deleted rows: {when}",
+           f"{c.point_p95_s:.2f} / {c.count_p95_s:.2f}, {c.delete_files}, {c.deleted_rows:,}")
+          for when, c in (("after the snapshot", r.reads_start),
+                          *((f"{at / 60:.0f} min into the changes", c) for at, c in r.reads_during),
+                          ("at the end", r.reads_end)) if c is not None),
         *((("kill -9, then restarted", "; ".join(r.kills)),) if r.kills else ()),
         ("rows, keys, sums equal to MariaDB's", ", ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in same.items())),
         ("sampled changed keys differing", ", ".join(f"{k}: {v}" for k, v in r.sample_differences.items())),

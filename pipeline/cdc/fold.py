@@ -6,9 +6,11 @@ them itself because it alone knows, from its key index, which rows of each file 
 without reading a single delete file:
 
 - **small data files** (fewer than ``small_rows`` rows) and files with more than
-  ``rewrite_deleted_share`` of their rows deleted are rewritten: their live rows, in file
-  and row order, into files of ``target_rows``; at most ``max_rewrite_rows`` rows a fold,
-  the most-deleted files first, so one fold never stalls the apply for long;
+  ``rewrite_deleted_share`` of their rows deleted are rewritten: their live rows into files
+  of ``target_rows``, each sorted by key; at most ``max_rewrite_rows`` rows a fold, the
+  most-deleted files first, so one fold never stalls the apply for long. Sorted files with
+  small row groups (``write.parquet.row-group-limit``) keep a point query cheap once changes
+  have spread every file over the whole key range: a reader skips all row groups but one;
 - **every delete file** is replaced by one file-scoped delete file per kept data file that
   has deleted rows (its exact path bounds let each reader match it to that file alone);
 - **the manifests** are written again: one for data, one for deletes.
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.manifest import DataFile, DataFileContent
 
 from pipeline.cdc.key_index import KeyIndex
@@ -80,12 +83,14 @@ def fold(table, index: KeyIndex, policy: FoldPolicy) -> None:
             for file in rewrite + old_deletes:
                 delta.remove(file)
             slots, numbers, positions = index.rows_in([index.number(f.file_path) for f in rewrite])
+            key = table.schema().find_column_name(table.schema().identifier_field_ids[0])
             for chunk in range(0, len(slots), policy.target_rows):
                 part = slice(chunk, chunk + policy.target_rows)
                 rows = _live_rows(table, index, numbers[part], positions[part])
-                written = write_data_file(tx.table_metadata, table.io, rows)
+                order = pc.sort_indices(rows, [(key, "ascending")])
+                written = write_data_file(tx.table_metadata, table.io, rows.take(order))
                 delta.add(written)
-                moves.append((slots[part], written.file_path, rows.num_rows))
+                moves.append((slots[part][order.to_numpy()], written.file_path, rows.num_rows))
             kept = [f for f in data if f.file_path not in rewritten]
             for file, gone in _deleted_positions(index, kept):
                 delta.add(write_position_deletes(

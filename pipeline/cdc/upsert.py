@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.cdc.expiry import expire_old_snapshots
 from pipeline.cdc.fold import FoldPolicy, fold
 from pipeline.cdc.key_index import ABSENT, KeyIndex
 from pipeline.cdc.live_rows import FileCounts, live_files, read_index
@@ -184,6 +185,7 @@ class DimensionWriter:
                     self.reload()
                 fold(self.table, self._index(), self.policy)
         self.counts = FileCounts.of(live_files(self.table), self.policy)
+        expire_old_snapshots(self.table)
 
     def _replace(self, batch_keys: list[str], upserted: list[str], images: pa.Table,
                  properties: dict[str, str]) -> dict[str, dict]:

@@ -6,14 +6,18 @@ writer is survived without bringing a row back."""
 from __future__ import annotations
 
 import json
+import random
 import time
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from pyiceberg.manifest import DataFileContent
 
 from lakehouse.catalog import pyiceberg_catalog
 from pipeline.cdc.apply import CHANGE_SCHEMA
-from pipeline.cdc.dimension_tables import dimensions, ensure_dimension_tables
+from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
+from pipeline.cdc.expiry import KEEP_AT_LEAST
 from pipeline.cdc.fold import FoldPolicy
 from pipeline.cdc.live_rows import live_files
 from pipeline.cdc.upsert import DimensionWriter
@@ -164,3 +168,40 @@ def test_a_table_shrinking_under_the_whole_table_size_sheds_its_delete_files(mem
     assert [e.data_file.content for e in live_files(small.table)] == [0]
     assert summary["total-delete-files"] == "0" and summary["total-data-files"] == "1"
     assert levels(small.table) == changes.state
+
+
+def test_the_writer_expires_old_snapshots_but_keeps_where_it_resumes(members):
+    s, name = members
+    changes, writer = Changes(), writer_for(*members, fold_files=3)
+    with writer.table.transaction() as tx:
+        tx.set_properties({"history.expire.max-snapshot-age-ms": "1"})  # everything old at once
+    writer.reload()
+    writer.apply(changes.batch(*(("r", f"k{i}", 0) for i in range(100))), changes.props())
+    for n in range(20):
+        writer.apply(changes.batch(("u", f"k{n}", n + 1)), changes.props())
+    table = writer.catalog.load_table(name)
+    assert len(table.snapshots()) <= KEEP_AT_LEAST + 4  # 20+ commits, trimmed at each fold
+    assert committed_position(table).offsets == {"t": {0: changes.position}}  # the resume point survived
+    assert levels(table) == changes.state
+
+
+def test_a_fold_writes_each_file_sorted_by_key_in_small_row_groups(members):
+    """A point query then reads one row group of each file, whatever key range the file spans."""
+    s, name = members
+    changes, writer = Changes(), writer_for(*members, fold_files=3)
+    with writer.table.transaction() as tx:
+        tx.set_properties({"write.parquet.row-group-limit": "100"})
+    writer.reload()
+    keys = [f"k{i:04d}" for i in random.Random(5).sample(range(1000), 1000)]  # arrive in no order
+    for n in range(0, 1000, 334):
+        writer.apply(changes.batch(*(("r", k, 0) for k in keys[n:n + 334])), changes.props())
+    table = writer.catalog.load_table(name)
+    files = [e.data_file for e in live_files(table) if e.data_file.content == DataFileContent.DATA]
+    assert len(files) == 1 and files[0].record_count == 1000  # the three batches, folded into one file
+    with table.io.new_input(files[0].file_path).open() as stream:
+        parquet = pq.ParquetFile(stream)
+        written = parquet.read(columns=["userid"]).column(0).to_pylist()
+        groups = parquet.metadata.num_row_groups
+    assert written == sorted(keys) and groups == 10
+    writer.apply(changes.batch(("u", keys[0], 7), ("d", keys[1], None)), changes.props())
+    assert levels(table.refresh()) == changes.state  # the index followed the rows to their sorted places
