@@ -127,9 +127,9 @@ STRIMZI_VERSION := 1.2.0
 SPARK_OPERATOR_VERSION := 2.5.2
 KUBECTL := kubectl --context kind-$(KIND_CLUSTER)
 
-image-lock: $(STAMP) ## Regenerate deploy/image-requirements.lock: requirements.lock's pins without the test extra
+image-lock: $(STAMP) ## Regenerate deploy/image-requirements.lock: requirements.lock's pins without the test and lab extras
 	@mkdir -p .run && grep -E '^[A-Za-z0-9_.-]+==' requirements.lock | sed 's/ \\$$//' > .run/lock-constraints.txt
-	@{ echo "# The image's Python dependencies: requirements.lock without the test extra (the same pins and hashes)."; \
+	@{ echo "# The image's Python dependencies: requirements.lock without the test and lab extras (the same pins and hashes)."; \
 	   echo "# Regenerate after requirements.lock changes: \`make image-lock\` (tests/deploy/test_image_contents.py checks both agree)."; \
 	   $(BIN)/uv pip compile -q pyproject.toml -c .run/lock-constraints.txt --python-version 3.11 --generate-hashes --no-header \
 	     | sed 's#-c .run/lock-constraints.txt#-c requirements.lock#'; } > deploy/image-requirements.lock

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TOP = ("pipeline", "lakehouse", "lab", "loadgen", "queries", "deploy", "docs", "tests", "k8s", ".ci")
+TOP = ("pipeline", "lakehouse", "cli", "lab", "loadgen", "queries", "deploy", "docs", "tests", "k8s", ".ci")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 CODE = re.compile(r"`([^`\s]+)`")
 

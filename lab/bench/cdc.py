@@ -118,7 +118,7 @@ def start_job_process(s: Settings, job: str, log_path: Path) -> subprocess.Popen
     env = {**os.environ, **settings_env(s, with_secrets=True),
            f"LAKEHOUSE_METRICS__{port_setting}": str(_free_port(s.metrics.host))}
     with log_path.open("ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "lakehouse.cli.main", "run", job, "--log-level", "warning"],
+        return subprocess.Popen([sys.executable, "-m", "cli.main", "run", job, "--log-level", "warning"],
                                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 

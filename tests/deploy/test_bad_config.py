@@ -174,7 +174,7 @@ def test_installed_artifacts_match_their_pins():
 
 def test_invalid_setting_gives_one_line_naming_it():
     env = {**os.environ, "LAKEHOUSE_KAFKA__PORT": "80", "LAKEHOUSE_PIPELINE__ON_OFFSETS_EXPIRED": "skip"}
-    out = subprocess.run([sys.executable, "-m", "lakehouse.cli.main", "config", "show"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "cli.main", "config", "show"], capture_output=True,
                          text=True, env=env, cwd=REPO_ROOT)
     assert out.returncode == 2
     assert "setting kafka.port (LAKEHOUSE_KAFKA__PORT)" in out.stderr
@@ -197,7 +197,7 @@ def test_a_nearly_full_disk_is_refused_before_anything_starts(other_stack, monke
 def test_a_benchmark_without_the_stack_says_how_to_start_it(tmp_path):
     """No stack on these ports: the soak names what is down and the command that starts it, before any JVM."""
     env = {**os.environ, **side_by_side_env(tmp_path / "run", SHIFT + 7)}
-    out = subprocess.run([sys.executable, "-m", "lakehouse.cli.main", "bench", "soak", "--duration", "60"],
+    out = subprocess.run([sys.executable, "-m", "cli.main", "bench", "soak", "--duration", "60"],
                          capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120)
     assert out.returncode == 1, out.stderr
     assert "the local stack is not up: s3" in out.stderr and "metastore" in out.stderr

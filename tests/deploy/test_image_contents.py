@@ -1,6 +1,6 @@
 """The image holds what the cluster runs and nothing else, and builds on arm64 as on x86_64.
 
-Its Python dependencies are requirements.lock without the test extra (same pins, same hashes);
+Its Python dependencies are requirements.lock without the test and lab extras (same pins, same hashes);
 its jars are the `spark` profile of deploy/jvm/pom.xml, the build file the local install
 resolves, without the local stack's servers (Kafka and Trino come from their own images in the
 cluster; SeaweedFS is an x86_64-only wheel the cluster never runs: it has MinIO).
@@ -33,6 +33,7 @@ def test_the_image_lock_is_the_main_lock_without_the_test_extra():
     assert not differ, f"pins or hashes differ from requirements.lock (run `make image-lock`): {differ}"
     assert len(image) > 80 and not TEST_ONLY & set(image)
     assert TEST_ONLY <= set(main)
+    assert "matplotlib" in main and "matplotlib" not in image  # the harness's extra (lab/ plots) stays out
 
 
 def test_the_image_installs_that_lock_and_only_the_clusters_artifacts():

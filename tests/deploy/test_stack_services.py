@@ -34,7 +34,7 @@ def test_every_listening_socket_is_loopback_only(stack, trino):
 
 
 def test_status_json_is_stable_and_true(stack, trino):
-    out = subprocess.run([sys.executable, "-m", "lakehouse.cli.main", "stack", "status", "--json"],
+    out = subprocess.run([sys.executable, "-m", "cli.main", "stack", "status", "--json"],
                          capture_output=True, text=True, check=True)
     data = json.loads(out.stdout)
     assert data["all_ready"] is True
@@ -51,7 +51,7 @@ def test_credentials_are_generated_private_and_masked(stack):
     assert path.stat().st_mode & 0o777 == 0o600
     creds = json.loads(path.read_text())
     assert len(creds["s3.secret_key"]) >= 24
-    out = subprocess.run([sys.executable, "-m", "lakehouse.cli.main", "config", "show", "--json"],
+    out = subprocess.run([sys.executable, "-m", "cli.main", "config", "show", "--json"],
                          capture_output=True, text=True, check=True)
     for value in creds.values():
         assert value not in out.stdout

@@ -17,7 +17,7 @@ def test_demo_runs_end_to_end_and_summarises(stack):
     # --changes 0: with Locust's 20 changes/s the dimension apply MERGEs every second and, on a loaded CI machine,
     # the price update reached the enrichment after the run (tests/lab/test_system_bench.py runs the
     # database changes; the update alone still gives the dimensions' freshness verdict a row)
-    out = subprocess.run([sys.executable, "-m", "lakehouse.cli.main", "demo", "--rate", "500", "--duration", "30",
+    out = subprocess.run([sys.executable, "-m", "cli.main", "demo", "--rate", "500", "--duration", "30",
                           "--changes", "0"],
                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=600, env=env)
     text = out.stdout + out.stderr

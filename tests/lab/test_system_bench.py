@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.stack]
 
 
 def _lakehouse(*args: str, timeout: float) -> str:
-    out = subprocess.run([sys.executable, "-m", "lakehouse.cli.main", *args], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True,
                          cwd=REPO_ROOT, timeout=timeout)
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-3000:]

@@ -1,10 +1,11 @@
 """The layout's rules, read from the source: imports run one way and the product never needs the harness.
 
 The layers, lowest first (a module may import its own layer and the ones below it):
-the base (``lakehouse`` without its CLI) <- ``deploy`` (what is installed where) <-
-``loadgen`` and ``pipeline`` <- ``queries`` <- ``lab`` (the harness) <- ``lakehouse.cli``.
-The image ships everything but ``lab`` and ``tests``, so the CLI reaches the harness only
-inside the commands that need it, and a product command's ``--help`` must work without it.
+the base (``lakehouse``: settings, catalog, contract, errors) <- ``deploy`` (what is installed
+where) <- ``loadgen`` and ``pipeline`` <- ``queries`` <- ``cli`` (the product's command line) <-
+``lab`` (the harness, whose commands plug into the command line through an entry point).
+The image ships everything but ``lab`` and ``tests``: nothing in the product imports the
+harness, and the command line lists the harness's commands only where it is installed.
 """
 
 from __future__ import annotations
@@ -19,15 +20,14 @@ import pytest
 from tests.support.imports import top_level_imports
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYER = {"base": 0, "deploy": 1, "loadgen": 2, "pipeline": 2, "queries": 3, "lab": 4, "cli": 5}
-ENTRY_POINT = Path("lakehouse/__main__.py")  # `python -m lakehouse`: the CLI's door, not part of the base
+LAYER = {"base": 0, "deploy": 1, "loadgen": 2, "pipeline": 2, "queries": 3, "cli": 4, "lab": 5}
+PRODUCT = ("lakehouse", "cli", "deploy", "loadgen", "pipeline", "queries")
+COMMANDS = (Path("cli"), Path("lab/commands"))  # each command imports what it runs in its body (cli/__init__.py)
 
 
 def _layer_of(module: str) -> str | None:
-    parts = module.split(".")
-    if parts[0] == "lakehouse":
-        return "cli" if parts[1:2] == ["cli"] else "base"
-    return parts[0] if parts[0] in LAYER else None
+    top = module.split(".")[0]
+    return "base" if top == "lakehouse" else top if top in LAYER else None
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -41,15 +41,13 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 
 
 def _sources() -> list[Path]:
-    return [p.relative_to(ROOT) for folder in ("lakehouse", "deploy", "loadgen", "pipeline", "queries", "lab")
-            for p in sorted((ROOT / folder).rglob("*.py"))]
+    return [p.relative_to(ROOT) for folder in (*PRODUCT, "lab") for p in sorted((ROOT / folder).rglob("*.py"))]
 
 
 def test_imports_only_go_down_the_layers():
+    """Every import, inside functions too: the product reaches the harness nowhere, not even lazily."""
     upward = []
     for path in _sources():
-        if path == ENTRY_POINT:
-            continue
         source = _layer_of(".".join(path.with_suffix("").parts))
         for line, module in _imports(ROOT / path):
             target = _layer_of(module)
@@ -61,16 +59,31 @@ def test_imports_only_go_down_the_layers():
 def test_the_layout_has_the_harness_apart_from_the_product():
     shipped = (ROOT / "deploy/Dockerfile").read_text()
     assert "COPY lab" not in shipped and "COPY tests" not in shipped
-    for folder in ("lakehouse", "deploy", "loadgen", "pipeline", "queries"):
-        benchmarks = [p for p in (ROOT / folder).rglob("*.py") if "bench" in p.stem and "cli" not in p.parts]
+    for folder in PRODUCT:
+        benchmarks = [p for p in (ROOT / folder).rglob("*.py") if "bench" in p.stem or "chaos" in p.stem]
         assert not benchmarks, f"harness modules inside the product: {benchmarks}"
+
+
+def test_the_command_line_lists_the_harness_only_where_it_is_installed():
+    """In the image (no ``lab``) `lakehouse --help` offers no command that cannot run; here it offers them all."""
+    code = ("import sys; sys.modules['lab'] = None\n"
+            "from cli.main import app\n"
+            "print(sorted(c.name for c in app.registered_commands) + sorted(g.name for g in app.registered_groups))")
+    without = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    with_lab = subprocess.run([sys.executable, "-c", code.split("\n", 1)[1]], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120)
+    assert without.returncode == 0 and with_lab.returncode == 0, without.stderr[-2000:] + with_lab.stderr[-2000:]
+    product, everything = ast.literal_eval(without.stdout), ast.literal_eval(with_lab.stdout)
+    assert {"run", "sql", "query", "stack", "load"} <= set(product)
+    assert not {"bench", "chaos", "demo", "report"} & set(product)
+    assert {"bench", "chaos", "demo", "report"} <= set(everything)
 
 
 @pytest.mark.parametrize("args", [["run", "--help"], ["sql", "--help"], ["contract", "show"]])
 def test_product_commands_work_without_the_harness(args):
     """As in the image: ``lab`` is not there. Blocking its import makes any stray top-level import fail here."""
     code = ("import sys; sys.modules['lab'] = None\n"
-            "from lakehouse.cli.main import app\n"
+            "from cli.main import app\n"
             f"app({args!r}, standalone_mode=False)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -87,9 +100,9 @@ def _function_level_imports(path: Path):
 
 
 def test_an_import_inside_a_function_says_what_it_defers():
-    """Outside the CLI (whose commands all import what they run, lakehouse/cli/__init__.py says why), an
-    import inside a function hides the real graph, so it is there only to defer something heavy, and says so."""
-    silent = [f"{path}:{line}" for path in _sources() if "cli" not in path.parts
+    """Outside the commands (which all import what they run, cli/__init__.py says why), an import
+    inside a function hides the real graph, so it is there only to defer something heavy, and says so."""
+    silent = [f"{path}:{line}" for path in _sources() if not any(path.is_relative_to(c) for c in COMMANDS)
               for line, above in _function_level_imports(path) if not any("# deferred:" in x for x in above)]
     assert not silent, "imports inside functions without a '# deferred: why' comment:\n" + "\n".join(silent)
 

@@ -160,7 +160,7 @@ def test_the_shell_takes_multi_line_statements_and_keeps_them_in_its_history(lak
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
 
-    from lakehouse.cli.sql import _interactive
+    from cli.sql import _interactive
 
     settings, _, _ = lake
     schema, table = settings.catalog.clicks_table.split(".")

@@ -63,7 +63,7 @@ def _cli_entries(args: list[str]) -> list[str]:
     """`lakehouse run NAME …`: what that command imports, and the modules of the jobs it runs."""
     assert args[0] == "run", args
     command = args[1].replace("-", "_")
-    tree = ast.parse((REPO_ROOT / "lakehouse/cli/run.py").read_text())
+    tree = ast.parse((REPO_ROOT / "cli/run.py").read_text())
     functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
     entries = [n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module]  # run.py's own
     todo, done = [command], set()

@@ -50,7 +50,7 @@ def random_workload(s, stop: threading.Event, seed: int = 5) -> int:
 
 
 def start(command: str, env: dict, log) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "lakehouse.cli.main", "run", command, "--log-level", "warning"],
+    return subprocess.Popen([sys.executable, "-m", "cli.main", "run", command, "--log-level", "warning"],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 

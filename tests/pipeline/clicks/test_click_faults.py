@@ -33,7 +33,7 @@ def test_kill_minus_nine_at_random_moments_loses_and_duplicates_nothing(spark, c
     log = log_path.open("ab")
     try:
         for cycle in range(3):
-            job = subprocess.Popen([sys.executable, "-m", "lakehouse.cli.main", "run", "clicks", "--log-level", "warning"],
+            job = subprocess.Popen([sys.executable, "-m", "cli.main", "run", "clicks", "--log-level", "warning"],
                                    env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             seen, started = len(event_ids(spark, table)), time.monotonic()
             wait_for(lambda seen=seen: len(event_ids(spark, table)) > seen, 180, "the job to commit", log_path)
@@ -44,7 +44,7 @@ def test_kill_minus_nine_at_random_moments_loses_and_duplicates_nothing(spark, c
     finally:
         stop_producing.set()
         feeder.join()
-    final = subprocess.Popen([sys.executable, "-m", "lakehouse.cli.main", "run", "clicks", "--log-level", "warning"],
+    final = subprocess.Popen([sys.executable, "-m", "cli.main", "run", "clicks", "--log-level", "warning"],
                              env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_for(lambda: len(event_ids(spark, table)) >= len(producer.sent.valid), 180, "every event to land", log_path)

@@ -81,7 +81,7 @@ def test_policies_on_one_event():
 def test_the_docs_show_the_contract_as_it_is():
     from pathlib import Path
 
-    from lakehouse.cli.contract import markdown_table
+    from cli.contract import markdown_table
 
     page = (Path(__file__).resolve().parents[3] / "docs" / "schema-evolution.md").read_text()
     shown = page.split("<!-- contract-table -->\n", 1)[1].split("\n<!-- /contract-table -->", 1)[0]

@@ -177,7 +177,7 @@ def test_kill_minus_nine_inside_the_evolving_batch_leaves_old_schema_or_all_rows
 
     def start():
         with log_path.open("ab") as log:
-            return subprocess.Popen([sys.executable, "-m", "lakehouse.cli.main", "run", "clicks", "--log-level", "info"],
+            return subprocess.Popen([sys.executable, "-m", "cli.main", "run", "clicks", "--log-level", "info"],
                                     env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     job = start()

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from lakehouse.cli.common import console, settings_or_exit
+from cli.common import console, settings_or_exit
 
 app = typer.Typer(help="Run a pipeline job in the foreground (Ctrl-C stops it after the current batch).",
                   no_args_is_help=True)

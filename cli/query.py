@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from lakehouse.cli.common import console, settings_or_exit
+from cli.common import console, settings_or_exit
 
 
 def query(
@@ -55,7 +55,7 @@ def query(
         raise typer.BadParameter(str(exc.args[0]), param_hint="NAME") from None
     settings = settings_or_exit()
     if engine == "trino":
-        from lakehouse.cli.trino import ensure_local_trino
+        from cli.trino import ensure_local_trino
 
         ensure_local_trino(settings)
     if show_sql:

@@ -1,4 +1,4 @@
-"""The `lakehouse` command: one entry point for the stack, the jobs and the tools."""
+"""`lakehouse demo`: the whole story on the local stack, and its summary."""
 
 from __future__ import annotations
 
@@ -6,33 +6,9 @@ from typing import Annotated
 
 import typer
 
-from lakehouse.cli import bench, chaos, config, contract, load, query, run, sql, stack, trino
-from lakehouse.cli.common import console
-from lakehouse.errors import LakehouseError
-
-app = typer.Typer(
-    help=(
-        "Near-real-time lakehouse: Kafka -> PySpark -> Iceberg.\n\n"
-        "Start with `lakehouse stack up`, then `lakehouse stack status`. Every setting can be overridden with "
-        "LAKEHOUSE_<SECTION>__<FIELD> environment variables; `lakehouse config show` lists them."
-    ),
-    no_args_is_help=True,
-    pretty_exceptions_show_locals=False,
-)
-app.add_typer(stack.app, name="stack")
-app.add_typer(config.app, name="config")
-app.add_typer(run.app, name="run")
-app.add_typer(bench.app, name="bench")
-app.add_typer(contract.app, name="contract")
-app.add_typer(load.app, name="load")
-app.command(name="query")(query.query)
-app.command(name="sql")(sql.sql)
-app.command(name="chaos")(chaos.chaos)
-app.command(name="trino", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(trino.trino)
+from cli.common import console, friendly_errors, settings_or_exit
 
 
-
-@app.command()
 def demo(
     rate: Annotated[float, typer.Option(help="ClickEvents per second Locust produces.")] = 2000,
     duration: Annotated[float, typer.Option(help="Seconds to produce for.")] = 60,
@@ -52,7 +28,6 @@ def demo(
 
     from deploy.local.stack import LocalStack
     from lab.demo import run_demo
-    from lakehouse.cli.common import console, friendly_errors, settings_or_exit
 
     settings = settings_or_exit()
     stack = LocalStack(settings)
@@ -102,43 +77,3 @@ def demo(
     )
     if summary.committed < summary.produced:
         raise typer.Exit(1)
-
-
-@app.command()
-def report(
-    since: Annotated[str, typer.Option(help="Window to report: 15m, 1h, 90s.")] = "15m",
-    out: Annotated[str | None, typer.Option(help="Output folder (default results/report-<time>).")] = None,
-) -> None:
-    """HTML page + PNG plots from Prometheus: latency quantiles, freshness, produced vs committed, lag."""
-    from pathlib import Path
-
-    from lab.report import PrometheusError, write_report
-    from lakehouse.cli.common import console, settings_or_exit
-    from lakehouse.settings import results_path
-    from loadgen.run import parse_duration
-
-    try:
-        seconds = parse_duration(since)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--since") from None
-    folder = Path(out) if out else results_path("report")
-    try:
-        with console.status(f"reading {since} of metrics from Prometheus and plotting..."):
-            page = write_report(settings_or_exit(), folder, seconds)
-    except PrometheusError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(2) from None
-    console.print(f"report: {page}")
-
-
-def main() -> None:
-    """The `lakehouse` command: a problem the project explains is one line and exit code 1, not a traceback."""
-    try:
-        app()
-    except LakehouseError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise SystemExit(1) from None
-
-
-if __name__ == "__main__":
-    main()

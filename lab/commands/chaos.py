@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from lakehouse.cli.common import console, friendly_errors, settings_or_exit
+from cli.common import console, friendly_errors, settings_or_exit
 from lakehouse.settings import REPO_ROOT, results_path
 
 

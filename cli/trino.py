@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from lakehouse.cli.common import console, friendly_errors, stack_settings_or_exit
+from cli.common import console, friendly_errors, stack_settings_or_exit
 from lakehouse.settings import Settings
 
 

@@ -77,16 +77,6 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def run_report(settings, out, seconds: float) -> None:
-    """Plots of the run from Prometheus beside the figures (skipped, saying why, if Prometheus is down)."""
-    from lab.report import PrometheusError, write_report
-
-    try:
-        console.print(f"report with plots: {write_report(settings, out / 'report', seconds + 60)}")
-    except PrometheusError as exc:
-        console.print(f"no report: {exc}")
-
-
 def print_figures(title: str, figures: list[tuple[str, str]]) -> None:
     table = Table(title=title)
     table.add_column("figure")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from lakehouse.cli.common import answer, friendly_errors, settings_or_exit
+from cli.common import answer, friendly_errors, settings_or_exit
 from lakehouse.contract import CONTRACT_PATH, click_contract
 
 app = typer.Typer(help="The ClickEvent contract (lakehouse/contracts/clickevent.schema.json) and how the click "

@@ -9,8 +9,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from lakehouse.cli import bench_soak
-from lakehouse.cli.common import console, friendly_errors, print_figures, run_report, stack_settings_or_exit
+from cli.common import console, friendly_errors, print_figures, stack_settings_or_exit
+from lab.commands.bench_soak import soak, soak_compare, soak_plot
+from lab.commands.common import run_report
 from lakehouse.settings import REPO_ROOT, results_path
 
 #: what the click benchmarks read and write: topics, tables, the catalog
@@ -204,7 +205,7 @@ def cdc(
     """
     settings = stack_settings_or_exit(*CLICK_STACK, "mariadb")
     if members:
-        from lakehouse.cli.bench_cdc import cdc_at_scale  # deferred: the at-scale run pulls in DuckDB, Spark, Trino
+        from lab.commands.bench_cdc import cdc_at_scale  # deferred: the at-scale run pulls in DuckDB, Spark, Trino
 
         cdc_at_scale(settings, rate, duration, members, tuple(e for e in engines.split(",") if e), chaos)
         return
@@ -384,6 +385,6 @@ def upserts(
 
 
 
-app.command()(bench_soak.soak)
-app.command("soak-plot")(bench_soak.soak_plot)
-app.command("soak-compare")(bench_soak.soak_compare)
+app.command()(soak)
+app.command("soak-plot")(soak_plot)
+app.command("soak-compare")(soak_compare)

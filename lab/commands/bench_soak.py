@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from lakehouse.cli.common import console, friendly_errors, print_figures, run_report, stack_settings_or_exit
+from cli.common import console, friendly_errors, print_figures, stack_settings_or_exit
+from lab.commands.common import run_report
 from lakehouse.settings import results_path
 
 

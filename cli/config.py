@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from lakehouse.cli.common import print_json, settings_or_exit
+from cli.common import print_json, settings_or_exit
 from lakehouse.settings import flatten
 
 app = typer.Typer(help="Inspect configuration (settings from defaults, LAKEHOUSE_* env and the run dir).",

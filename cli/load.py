@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from lakehouse.cli.common import console, friendly_errors
+from cli.common import console, friendly_errors
 from lakehouse.settings import load_settings, results_path
 
 app = typer.Typer(help="Load the sources: ClickEvents into Kafka (`clicks`), rows into the shop database (`dims`).",

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from lakehouse.cli.common import console, settings_or_exit
+from cli.common import console, settings_or_exit
 
 META = {"quit", "exit", "help"}
 HELP = """Statements end with ';' (Enter on an unfinished one starts a new line). Tables by plain name:
@@ -48,7 +48,7 @@ def sql(
                                  param_hint="--format")
     settings = settings_or_exit()
     if engine == "trino":
-        from lakehouse.cli.trino import ensure_local_trino
+        from cli.trino import ensure_local_trino
 
         ensure_local_trino(settings)
     script = file.read_text() if file else execute if execute is not None else \

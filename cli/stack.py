@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from lakehouse.cli.common import answer, console, friendly_errors, print_json, settings_or_exit
+from cli.common import answer, console, friendly_errors, print_json, settings_or_exit
 
 app = typer.Typer(help="Run the local stack: every service a real process on 127.0.0.1, no Docker.", no_args_is_help=True)
 

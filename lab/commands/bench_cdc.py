@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from lakehouse.cli.common import console, friendly_errors, print_figures
+from cli.common import console, friendly_errors, print_figures
 
 
 def cdc_at_scale(settings, rate: float, duration: float, members: int, engines: tuple[str, ...],
