@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import cast
 
@@ -25,6 +25,7 @@ from prometheus_client import REGISTRY
 
 from deploy.local.services.broker import admin_client
 from lab.bench.freshness import clicks as clicks_freshness
+from lab.bench.process_cpu import CpuMeter, process_cpu_seconds, service_cpu, tree_cpu_seconds
 from lab.bench.rate_producer import produce_at_rate
 from lakehouse import kafka_clients
 from lakehouse.settings import Settings
@@ -48,6 +49,9 @@ class IngestBenchResult:
     raw_ceiling_eps: float
     drain_s: float = 0.0  # from the end of the load until the last event was committed: the lag it left
     produced_rate: float = 0.0  # events/s the producer achieved in the measured run (no warm-up)
+    #: CPU seconds per million events of the measured run, by part: the pipeline (driver, JVM, Python
+    #: workers), the load generator, and the services it used (broker, object store, metastore)
+    cpu_per_million: dict[str, float] = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
@@ -142,6 +146,8 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
         time.sleep(0.2)
     progress(f"warm; producing {rate:,.0f} events/s for {duration:.0f}s into {s.kafka.clicks_topic}")
     since_ms = int(time.time() * 1000)
+    meter = _cpu_meter(spark, s)
+    meter.start()
     began = time.monotonic()
     producer = subprocess.Popen(
         [sys.executable, "-m", "lab.bench.rate_producer", "--rate", str(rate), "--duration", str(duration),
@@ -163,6 +169,8 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
             break
         time.sleep(0.5)
     finished = time.monotonic()
+    cpu = meter.stop()
+    cpu["load generator"] = _producer_cpu(stdout)
     stop.set()
     loop.join(120)
     job.close()
@@ -174,8 +182,28 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
     mean = total / count if count else float("nan")
     spark.stop()
     ceiling = raw_ceiling(s, s.kafka.clicks_topic, partitions, out_dir)
+    per_million = {part: seconds / in_run * 1e6 for part, seconds in cpu.items()} if in_run else {}
     return IngestBenchResult(rate, duration, produced, committed, commit_rate(samples), p50, p95, p99,
-                             int(count), mean, ceiling, finished - began - samples[-1][0], in_run / duration)
+                             int(count), mean, ceiling, finished - began - samples[-1][0], in_run / duration,
+                             per_million)
+
+
+def _cpu_meter(spark, s: Settings) -> CpuMeter:
+    """The run's CPU by part: this process (the driver) with its Spark JVM and Python workers, and each service."""
+    jvm = getattr(spark.sparkContext._gateway, "proc", None)  # None when PySpark joined a running JVM
+    return CpuMeter({
+        "pipeline (driver, JVM, Python workers)":
+            lambda: process_cpu_seconds() + (tree_cpu_seconds(jvm.pid) if jvm is not None else 0.0),
+        "broker": service_cpu(s.kafka.port),
+        "object store": service_cpu(s.s3.port),
+        "metastore": service_cpu(s.metastore.port),
+    })
+
+
+def _producer_cpu(stdout: str) -> float:
+    """The CPU seconds the rate producer reported for itself (``... cpu 1.23s``), 0 if it did not."""
+    words = stdout.split()
+    return float(words[words.index("cpu") + 1].rstrip("s")) if "cpu" in words else 0.0
 
 
 def commit_rate(samples: list[tuple[float, int]], settle_s: float = 10.0) -> float:

@@ -9,6 +9,8 @@ since it may be the stack's process rather than the soak's child.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import psutil
 
 
@@ -46,3 +48,40 @@ def listening_pid(port: int) -> int | None:
         return None
     return next((c.pid for c in connections
                  if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid), None)
+
+
+class CpuMeter:
+    """CPU seconds each named part of a system used between ``start`` and ``stop``.
+
+    ``parts`` maps a name to a function returning that part's CPU seconds so far (a process,
+    its tree, a service found by its port): a benchmark reports what its run cost, per
+    process group, beside what it achieved. A part whose process is gone reads 0 from then on.
+    """
+
+    def __init__(self, parts: dict[str, Callable[[], float]]):
+        self.parts = parts
+        self._began: dict[str, float] = {}
+
+    def _read(self) -> dict[str, float]:
+        out = {}
+        for name, read in self.parts.items():
+            try:
+                out[name] = read()
+            except psutil.Error:
+                out[name] = 0.0
+        return out
+
+    def start(self) -> None:
+        self._began = self._read()
+
+    def stop(self) -> dict[str, float]:
+        now = self._read()
+        return {name: max(0.0, now[name] - self._began.get(name, 0.0)) for name in now}
+
+
+def service_cpu(port: int) -> Callable[[], float]:
+    """CPU seconds so far of the process tree listening on ``port`` (0 when none does)."""
+    def read() -> float:
+        pid = listening_pid(port)
+        return tree_cpu_seconds(pid) if pid else 0.0
+    return read

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import typer
 
+from lab.bench.process_cpu import process_cpu_seconds
 from lakehouse import kafka_clients
 from lakehouse.settings import load_settings
 from loadgen.events import bad_payload, click_event, encode
@@ -87,7 +88,8 @@ def main(
     settings = load_settings()
     report = produce_at_rate(settings.kafka.bootstrap, topic or settings.kafka.clicks_topic, rate, duration, bad_share)
     typer.echo(f"produced {report.sent} events ({report.bad} bad) in {report.seconds:.1f}s = "
-               f"{report.achieved_rate:,.0f}/s (target {rate:,.0f}/s), {report.failed} failed")
+               f"{report.achieved_rate:,.0f}/s (target {rate:,.0f}/s), {report.failed} failed, "
+               f"cpu {process_cpu_seconds():.2f}s")
     if not report.reached:
         typer.secho("target rate NOT reached: the producer is the bottleneck", fg="yellow", err=True)
         raise typer.Exit(1)

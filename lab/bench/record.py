@@ -79,6 +79,8 @@ def ingest_figures(result, command: str) -> list[Figure]:
         Figure(command, "lag left when the load stopped", result.drain_s, "s"),
         Figure(command, "mean batch", result.batch_mean_s, "s"),
         Figure(command, "raw ceiling (Kafka -> Parquet, no Spark)", result.raw_ceiling_eps, "events/s"),
+        *(Figure(command, f"CPU per million events: {part}", seconds, "s")
+          for part, seconds in result.cpu_per_million.items()),
     ]
 
 

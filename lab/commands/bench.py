@@ -51,6 +51,7 @@ def ingest(
         ("mean batch duration (s)", f"{result.batch_mean_s:.2f}"),
         ("raw ceiling events/s (Kafka -> Parquet, no Spark)", f"{result.raw_ceiling_eps:,.0f}"),
         ("pipeline / raw ceiling", f"{result.ratio:.0%}"),
+        *((f"CPU s per million events: {part}", f"{seconds:,.1f}") for part, seconds in result.cpu_per_million.items()),
     ])
     console.print(f"saved {save(result, out)}")
     if record:

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from lab.bench.process_cpu import listening_pid, process_cpu_seconds, tree_cpu_seconds
+from lab.bench.process_cpu import CpuMeter, listening_pid, process_cpu_seconds, tree_cpu_seconds
 
 BURN = "import time\nend = time.process_time() + 0.8\nwhile time.process_time() < end: pass\ntime.sleep(60)"
 
@@ -48,3 +48,21 @@ def test_the_process_listening_on_a_port_is_found_by_it():
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         assert listening_pid(probe.getsockname()[1]) is None
+
+
+def test_a_meter_reports_what_each_part_used_between_start_and_stop_only():
+    """How the ingest benchmark reports CPU per part: work before ``start`` is not counted."""
+
+    def burn(seconds: float) -> None:
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+
+    burn(0.3)  # before the meter starts: not counted
+    meter = CpuMeter({"this process": process_cpu_seconds, "a process that is not there":
+                      lambda: tree_cpu_seconds(2 ** 22 + 17)})
+    meter.start()
+    burn(0.4)
+    used = meter.stop()
+    assert 0.35 <= used["this process"] < 1.0
+    assert used["a process that is not there"] == 0.0  # nothing, no error
