@@ -9,7 +9,7 @@ LAKEHOUSE := $(BIN)/lakehouse
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install debs artifacts checkov demo lint test-unit test down-local status-local clean bench bench-ingest bench-system bench-headroom bench-load bench-cdc bench-cdc-scale soak-cdc soak-pair chaos test-chaos trino-local \
+.PHONY: help install debs artifacts checkov demo lint test-unit test down-local status-local clean bench bench-ingest bench-system bench-headroom bench-load bench-cdc bench-cdc-scale soak-cdc bench-peers soak-pair chaos test-chaos trino-local \
         up down status trino load image-lock k8s-generate k8s-validate k8s-crds
 
 help: ## List the targets
@@ -118,6 +118,10 @@ bench-cdc-scale: install ## CDC into a member table of MEMBERS rows (10 M): snap
 soak-cdc: install ## bench-cdc-scale for an hour: delete files bounded, point query and count at the start and the end
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench cdc --members $(or $(MEMBERS),10000000) --rate $(or $(CDC_RATE),1000) --duration $(or $(CDC_DURATION),3600)
+
+bench-peers: install ## This pipeline beside Spark Structured Streaming, same workload (RATES=2000,10000,50000 DURATION=300; long)
+	@$(LAKEHOUSE) stack up
+	@$(LAKEHOUSE) bench peers --rates $(or $(RATES),2000,10000,50000) --duration $(or $(DURATION),300)
 
 # ---------------------------------------------------------------- Kubernetes (kind)
 KIND_CLUSTER := lakehouse

@@ -1,0 +1,218 @@
+"""`lakehouse bench peers`: this pipeline and other systems doing its job, one after another, measured alike.
+
+Each run gets a fresh topic and a fresh table of the click table's layout, and the system
+under test as a process of its own (so its CPU is its process tree's): this pipeline is
+`lakehouse run clicks`; the peers are in ``lab/peers`` (docs/peers.md says how each is set
+up). The benchmark warms the system up, produces ``rate`` events/s for ``duration`` seconds
+with the project's rate producer, waits until every event is in the table, and reads from
+the table alone:
+
+- freshness p50/p95/p99: Kafka produce time (``produced_at``) -> commit time of the snapshot
+  that added the row's file, for every row produced in the measured run;
+- sustained events/s: the slope of the table's row count while the load ran;
+- CPU seconds per million events of the system's processes (not the broker's, the object
+  store's or the producer's, which every system shares);
+- data files and snapshots committed per minute;
+- exactly once: every (partition, offset) the producer wrote is in the table once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from confluent_kafka.admin import NewTopic
+from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
+
+from deploy.local.services.broker import admin_client
+from lab.bench.cdc import start_job_process
+from lab.bench.freshness import quantiles
+from lab.bench.ingest import commit_rate
+from lab.bench.process_cpu import CpuMeter, tree_cpu_seconds
+from lakehouse.catalog import pyiceberg_catalog
+from lakehouse.errors import LakehouseError
+from lakehouse.settings import Settings
+from lakehouse.settings_env import settings_env
+
+WARM_UP_EVENTS = 2_000
+
+
+class PeerFailed(LakehouseError):
+    """A system under test stopped, or never committed what it was given."""
+
+
+@dataclass(frozen=True)
+class System:
+    """One system at one setting: ``start(settings, topic, table, log)`` starts its process."""
+
+    name: str  # as the table prints it: "this pipeline", "Spark Structured Streaming (trigger 60 s)"
+    start: Callable[[Settings, str, str, Path], subprocess.Popen]
+
+
+@dataclass
+class PeerResult:
+    system: str
+    rate: float
+    produced: int
+    p50_s: float
+    p95_s: float
+    p99_s: float
+    sustained_eps: float
+    cpu_s_per_million: float
+    files_per_min: float
+    snapshots_per_min: float
+    rows: int
+    distinct_offsets: int
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.rows == self.distinct_offsets == self.produced
+
+
+def this_pipeline() -> System:
+    return System("this pipeline", lambda s, topic, table, log: start_job_process(_for(s, topic, table), "clicks", log))
+
+
+def spark_structured_streaming(trigger_seconds: float) -> System:
+    def start(s: Settings, topic: str, table: str, log: Path) -> subprocess.Popen:
+        checkpoint = s.run_dir / "peers" / f"{table.replace('.', '_')}-checkpoint"
+        with log.open("ab") as out:
+            return subprocess.Popen(
+                [sys.executable, "-m", "lab.peers.spark_streaming", topic, table, str(trigger_seconds), str(checkpoint)],
+                env={**os.environ, **settings_env(s, with_secrets=True)}, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True)
+    return System(f"Spark Structured Streaming (trigger {trigger_seconds:g} s)", start)
+
+
+def _for(s: Settings, topic: str, table: str) -> Settings:
+    s = s.model_copy(deep=True)
+    s.kafka.clicks_topic, s.catalog.clicks_table = topic, table
+    s.catalog.dead_letter_table = f"{table}_dead"
+    return s
+
+
+def run_one(settings: Settings, system: System, rate: float, duration: float, progress=print) -> PeerResult:
+    """One system at one rate (module docstring)."""
+    tag = f"{time.strftime('%Y%m%d%H%M%S')}_{abs(hash(system.name)) % 10_000:04d}"
+    topic, table = f"peers_{tag}", f"bench.peers_{tag}"
+    admin_client(settings).create_topics([NewTopic(topic, settings.kafka.clicks_partitions, 1)])[topic].result()
+    log = settings.run_dir / "logs" / f"bench-peers-{tag}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    process = system.start(settings, topic, table, log)
+    try:
+        progress(f"{system.name}: warming up ({WARM_UP_EVENTS:,} events; log {log})")
+        sent = _produce(settings, topic, WARM_UP_EVENTS / 5, 5)
+        _wait_rows(settings, table, sent, 300, process, log)
+        meter = CpuMeter({"system": lambda: tree_cpu_seconds(process.pid)})
+        since_ms, began = int(time.time() * 1000), time.monotonic()
+        meter.start()
+        progress(f"{system.name}: {rate:,.0f} events/s for {duration:.0f}s")
+        producer = _start_producer(settings, topic, rate, duration)
+        samples = []
+        while producer.poll() is None:
+            samples.append((time.monotonic() - began, _rows(settings, table)))
+            _check(process, log)
+            time.sleep(1.0)
+        in_run = int((producer.communicate()[0] or "produced 0").split()[1])
+        sent += in_run
+        _wait_rows(settings, table, sent, max(300.0, duration), process, log)
+        samples.append((time.monotonic() - began, _rows(settings, table)))
+        cpu = meter.stop()["system"]
+    finally:
+        _stop(process)
+    return _read_back(settings, system.name, table, rate, duration, since_ms, sent, in_run, cpu, samples)
+
+
+def _read_back(s: Settings, name: str, table: str, rate: float, duration: float, since_ms: int, sent: int,
+               in_run: int, cpu: float, samples: list[tuple[float, int]]) -> PeerResult:
+    iceberg = pyiceberg_catalog(s).load_table(table)
+    delays, files, snapshots = [], 0, 0
+    for snapshot in sorted(iceberg.snapshots(), key=lambda x: x.sequence_number):
+        if snapshot.timestamp_ms < since_ms:
+            continue
+        snapshots += 1
+        for manifest in snapshot.manifests(iceberg.io):
+            if manifest.content != ManifestContent.DATA or manifest.added_snapshot_id != snapshot.snapshot_id:
+                continue
+            for entry in manifest.fetch_manifest_entry(iceberg.io, discard_deleted=True):
+                if entry.status != ManifestEntryStatus.ADDED:
+                    continue
+                files += 1
+                with iceberg.io.new_input(entry.data_file.file_path).open() as stream:
+                    produced = pq.read_table(stream, columns=["produced_at"]).column(0).cast("int64")
+                ms = [int(v) // 1000 for v in produced.to_pylist() if v is not None]  # micros -> ms
+                delays += [snapshot.timestamp_ms - p for p in ms if p >= since_ms]
+    keys = iceberg.scan(selected_fields=("kafka_partition", "kafka_offset")).to_arrow()
+    distinct = keys.group_by(["kafka_partition", "kafka_offset"]).aggregate([]).num_rows
+    p50, p95, p99 = (x / 1000 for x in quantiles(delays, (50, 95, 99))) if delays else (float("nan"),) * 3
+    minutes = duration / 60
+    return PeerResult(name, rate, sent, p50, p95, p99, commit_rate(samples), cpu / max(in_run, 1) * 1e6,
+                      files / minutes, snapshots / minutes, keys.num_rows, distinct)
+
+
+def _rows(s: Settings, table: str) -> int:
+    try:
+        snapshot = pyiceberg_catalog(s).load_table(table).current_snapshot()
+    except Exception:  # noqa: BLE001 - not created yet: the system creates its table as it starts
+        return 0
+    summary = snapshot.summary.additional_properties if snapshot is not None and snapshot.summary else {}
+    return int(summary.get("total-records", 0))
+
+
+def _wait_rows(s: Settings, table: str, target: int, timeout: float, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while _rows(s, table) < target:
+        _check(process, log)
+        if time.monotonic() > deadline:
+            raise PeerFailed(f"{table} holds {_rows(s, table):,} of the {target:,} events produced after "
+                             f"{timeout:.0f}s; see {log}")
+        time.sleep(0.5)
+
+
+def _check(process: subprocess.Popen, log: Path) -> None:
+    if process.poll() is not None:
+        tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
+        raise PeerFailed(f"the system under test exited ({process.returncode}); its log {log} ends:\n" + "\n".join(tail))
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+
+
+def _start_producer(s: Settings, topic: str, rate: float, duration: float) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "lab.bench.rate_producer", "--rate", str(rate), "--duration",
+                             str(duration), "--topic", topic], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **settings_env(s)})
+
+
+def _produce(s: Settings, topic: str, rate: float, duration: float) -> int:
+    out, _ = _start_producer(s, topic, rate, duration).communicate()
+    return int((out or "produced 0").split()[1])
+
+
+def run(settings: Settings, systems: list[System], rates: list[float], duration: float,
+        progress=print) -> list[PeerResult]:
+    """Every system at every rate, one after another on the same stack."""
+    return [run_one(settings, system, rate, duration, progress) for rate in rates for system in systems]
+
+
+def result_line(r: PeerResult) -> dict[str, str]:
+    """One row of the printed table (p50, p95 and p99 in that order)."""
+    return {"system": r.system, "events/s": f"{r.rate:,.0f}", "p50 (s)": f"{r.p50_s:.2f}", "p95 (s)": f"{r.p95_s:.2f}",
+            "p99 (s)": f"{r.p99_s:.2f}", "sustained/s": f"{r.sustained_eps:,.0f}",
+            "CPU s / M events": f"{r.cpu_s_per_million:,.0f}", "files/min": f"{r.files_per_min:,.1f}",
+            "snapshots/min": f"{r.snapshots_per_min:,.1f}", "exactly once": "yes" if r.exactly_once else
+            f"NO ({r.rows:,} rows, {r.distinct_offsets:,} offsets, {r.produced:,} produced)"}

@@ -1,0 +1,43 @@
+"""`lakehouse bench peers`: this pipeline beside Spark Structured Streaming (and the seed's Flink job), same run."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cli.common import console, friendly_errors, stack_settings_or_exit
+
+
+def peers(
+    rates: Annotated[str, typer.Option(help="Comma-separated rates (events/s); each system runs at each.")] = "10000",
+    duration: Annotated[float, typer.Option(help="Seconds of load per system and rate.")] = 300,
+    spark_triggers: Annotated[str, typer.Option(
+        help="Spark Structured Streaming's processing-time triggers in seconds: 60 is the Iceberg guide's, "
+             "the shortest it sustains on this machine is found by trying shorter ones.")] = "60,5,1",
+    pipeline: Annotated[bool, typer.Option(help="Also run this pipeline (its default settings).")] = True,
+) -> None:
+    """The same workload through each system, one after another on the local stack: freshness p50/p95/p99,
+    sustained events/s, CPU per million events, files and snapshots per minute, exactly once.
+
+    Long (every system at every rate, ``duration`` each plus warm-up): not part of `make bench`;
+    `make bench-peers` runs it. docs/peers.md says how each peer is configured.
+    """
+    from rich.table import Table
+
+    from lab.bench.peers import result_line, run, spark_structured_streaming, this_pipeline
+
+    settings = stack_settings_or_exit("kafka", "s3", "metastore")
+    systems = ([this_pipeline()] if pipeline else []) + [
+        spark_structured_streaming(float(t)) for t in spark_triggers.split(",") if t.strip()]
+    with friendly_errors():
+        results = run(settings, systems, [float(r) for r in rates.split(",")], duration, progress=console.log)
+    table = Table(title=f"peers: {duration:.0f}s of load each, same stack, same topic contents")
+    lines = [result_line(r) for r in results]
+    for column in lines[0]:
+        table.add_column(column, justify="left" if column == "system" else "right")
+    for line in lines:
+        table.add_row(*line.values())
+    console.print(table)
+    if not all(r.exactly_once for r in results):
+        raise typer.Exit(1)
