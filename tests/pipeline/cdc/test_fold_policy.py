@@ -1,5 +1,5 @@
-"""Which files a fold rewrites (pipeline/cdc/fold.py): small ones and much-deleted ones, the most deleted
-first, within the rows one fold may rewrite; and when the writer folds (live_rows.FileCounts)."""
+"""Which files a fold rewrites (pipeline/cdc/fold.py): much-deleted ones, the most deleted first, and small
+ones a size tier at a time, within the rows one fold may rewrite; and when the writer folds (live_rows.FileCounts)."""
 
 from __future__ import annotations
 
@@ -27,20 +27,37 @@ def index_with(live: dict[str, int]) -> KeyIndex:
     return KeyIndex(pa.array(keys, pa.large_string()), np.array(numbers), np.array(positions), files)
 
 
-def test_small_and_much_deleted_files_are_rewritten_the_most_deleted_first_within_the_budget():
-    policy = FoldPolicy(target_rows=100, rewrite_deleted_share=0.10, max_rewrite_rows=250)
+def test_much_deleted_files_are_rewritten_the_most_deleted_first_within_the_budget():
+    policy = FoldPolicy(target_rows=100, rewrite_deleted_share=0.10, max_rewrite_rows=250, tier_fan_in=3)
     files = [data_file("big-clean", 100), data_file("big-5pc", 100), data_file("big-50pc", 100),
              data_file("big-30pc", 100), data_file("small", 20)]
     index = index_with({"big-clean": 100, "big-5pc": 95, "big-50pc": 50, "big-30pc": 70, "small": 20})
     chosen = [f.file_path for f in _to_rewrite(files, index, policy)]
-    assert chosen == ["big-50pc", "big-30pc", "small"]  # 220 rows; big-5pc is under the share, big-clean clean
+    assert chosen == ["big-50pc", "big-30pc"]  # big-5pc is under the share; one small file waits for its tier
 
 
-def test_the_writer_folds_once_either_count_reaches_the_policy():
+def test_small_files_are_merged_a_tier_at_a_time_once_enough_of_a_similar_size_gathered():
+    """Batch files merge into a tier-1 file; tier-1 files wait until there are ``tier_fan_in`` of them."""
+    policy = FoldPolicy(target_rows=10_000, tier_fan_in=3, tier_ratio=4)
+    batches = [data_file(f"batch-{i}", 10 + i) for i in range(4)]  # 10-13 rows: one tier
+    tier_1 = [data_file(f"tier1-{i}", 300) for i in range(2)]  # only two of their size: not yet
+    files = batches + tier_1
+    index = index_with({f.file_path: f.record_count for f in files})
+    assert sorted(f.file_path for f in _to_rewrite(files, index, policy)) == [f"batch-{i}" for i in range(4)]
+    files.append(data_file("tier1-2", 280))
+    index = index_with({f.file_path: f.record_count for f in files})
+    chosen = {f.file_path for f in _to_rewrite(files, index, policy)}
+    assert chosen == {f.file_path for f in files}  # the third tier-1 file completes that tier too
+
+
+def test_the_writer_folds_after_so_many_batches_whatever_delete_files_the_last_fold_left():
     policy = FoldPolicy(fold_files=3, target_rows=100)
-    counts = FileCounts.of([], policy)
+    deletes_left = [type("Entry", (), {"data_file": data_file(f"d{i}", 5, DataFileContent.POSITION_DELETES)})()
+                    for i in range(10)]
+    counts = FileCounts.of(deletes_left, policy)  # a fold left a delete file per data file: not a reason to fold
+    assert counts.deletes == 10 and not counts.due(policy)
     counts.added(data_file("a", 10), True, policy)
-    counts.added(data_file("b", 500), True, policy)  # not small: only its delete file counts
+    counts.added(data_file("b", 500), True, policy)
     assert not counts.due(policy)
     counts.added(None, True, policy)
-    assert counts.due(policy) and (counts.small_data, counts.deletes) == (1, 3)
+    assert counts.due(policy) and (counts.small_data, counts.deletes) == (1, 13)

@@ -63,7 +63,7 @@ def members(settings):
 
 def writer_for(s, table: str, fold_files: int = 1000) -> DimensionWriter:
     return DimensionWriter(pyiceberg_catalog(s), table, "userid", COLUMNS, whole_table_rows=0,
-                           policy=FoldPolicy(fold_files=fold_files, target_rows=2_000))
+                           policy=FoldPolicy(fold_files=fold_files, target_rows=2_000, tier_fan_in=min(fold_files, 8)))
 
 
 def levels(table) -> dict[str, int]:
