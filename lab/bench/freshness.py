@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -113,19 +113,23 @@ def first_visible(table, columns: tuple[str, str], since_ms: int, prefix: str | 
     first: dict[tuple, int] = {}
     snapshots = sorted((s for s in table.snapshots() if s.timestamp_ms >= since_ms), key=lambda s: s.sequence_number)
     for snapshot in snapshots:
-        for manifest in snapshot.manifests(table.io):
-            if manifest.content != ManifestContent.DATA or manifest.added_snapshot_id != snapshot.snapshot_id:
-                continue
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-                if entry.status != ManifestEntryStatus.ADDED:
-                    continue
-                with table.io.new_input(entry.data_file.file_path).open() as stream:
-                    rows = pq.read_table(stream, columns=list(columns))
-                if prefix is not None:
-                    rows = rows.filter(pc.starts_with(rows.column(columns[1]), prefix))
-                for a, b in zip(*(_as_ms(rows, *columns).column(c).to_pylist() for c in columns), strict=True):
-                    first.setdefault((a, b), snapshot.timestamp_ms)
+        for rows in added_rows(table, snapshot, columns):
+            if prefix is not None:
+                rows = rows.filter(pc.starts_with(rows.column(columns[1]), prefix))
+            for a, b in zip(*(_as_ms(rows, *columns).column(c).to_pylist() for c in columns), strict=True):
+                first.setdefault((a, b), snapshot.timestamp_ms)
     return first
+
+
+def added_rows(table, snapshot, columns: Sequence[str]) -> Iterator[pa.Table]:
+    """``columns`` of each data file ``snapshot`` added (a PyIceberg table's): the rows it made visible."""
+    for manifest in snapshot.manifests(table.io):
+        if manifest.content != ManifestContent.DATA or manifest.added_snapshot_id != snapshot.snapshot_id:
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            if entry.status == ManifestEntryStatus.ADDED:
+                with table.io.new_input(entry.data_file.file_path).open() as stream:
+                    yield pq.read_table(stream, columns=list(columns))
 
 
 class MarkedFreshness:
@@ -152,16 +156,9 @@ class MarkedFreshness:
             self.seen.add(snapshot.snapshot_id)
             if snapshot.summary is not None and snapshot.summary.operation.value == "replace":
                 continue
-            for manifest in snapshot.manifests(table.io):
-                if manifest.content != ManifestContent.DATA or manifest.added_snapshot_id != snapshot.snapshot_id:
-                    continue
-                for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-                    if entry.status != ManifestEntryStatus.ADDED:
-                        continue
-                    with table.io.new_input(entry.data_file.file_path).open() as stream:
-                        marks = pq.read_table(stream, columns=[self.columns[1]]).column(0)
-                    marks = marks.filter(pc.starts_with(marks, self.prefix)).to_pylist()
-                    self.delays_ms += [snapshot.timestamp_ms - int(m[len(self.prefix):]) for m in marks]
+            for rows in added_rows(table, snapshot, [self.columns[1]]):
+                marks = rows.column(0).filter(pc.starts_with(rows.column(0), self.prefix)).to_pylist()
+                self.delays_ms += [snapshot.timestamp_ms - int(m[len(self.prefix):]) for m in marks]
 
     def quantiles_s(self, percents: tuple[int, ...] = (50, 95)) -> list[float]:
         if not self.delays_ms:

@@ -27,13 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow.parquet as pq
 from confluent_kafka.admin import NewTopic
-from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
 
 from deploy.local.services.broker import admin_client
 from lab.bench.cdc import start_job_process
-from lab.bench.freshness import quantiles
+from lab.bench.freshness import added_rows, quantiles
 from lab.bench.ingest import commit_rate
 from lab.bench.process_cpu import CpuMeter, tree_cpu_seconds
 from lakehouse.catalog import pyiceberg_catalog
@@ -138,17 +136,10 @@ def _read_back(s: Settings, name: str, table: str, rate: float, duration: float,
         if snapshot.timestamp_ms < since_ms:
             continue
         snapshots += 1
-        for manifest in snapshot.manifests(iceberg.io):
-            if manifest.content != ManifestContent.DATA or manifest.added_snapshot_id != snapshot.snapshot_id:
-                continue
-            for entry in manifest.fetch_manifest_entry(iceberg.io, discard_deleted=True):
-                if entry.status != ManifestEntryStatus.ADDED:
-                    continue
-                files += 1
-                with iceberg.io.new_input(entry.data_file.file_path).open() as stream:
-                    produced = pq.read_table(stream, columns=["produced_at"]).column(0).cast("int64")
-                ms = [int(v) // 1000 for v in produced.to_pylist() if v is not None]  # micros -> ms
-                delays += [snapshot.timestamp_ms - p for p in ms if p >= since_ms]
+        for rows in added_rows(iceberg, snapshot, ["produced_at"]):
+            files += 1
+            ms = [int(v) // 1000 for v in rows.column(0).cast("int64").to_pylist() if v is not None]  # micros -> ms
+            delays += [snapshot.timestamp_ms - p for p in ms if p >= since_ms]
     keys = iceberg.scan(selected_fields=("kafka_partition", "kafka_offset")).to_arrow()
     distinct = keys.group_by(["kafka_partition", "kafka_offset"]).aggregate([]).num_rows
     p50, p95, p99 = (x / 1000 for x in quantiles(delays, (50, 95, 99))) if delays else (float("nan"),) * 3
