@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from cli.common import console, friendly_errors, print_figures, stack_settings_or_exit
+from lab.commands.bench_enrichment import enrichment
 from lab.commands.bench_peers import peers
 from lab.commands.bench_soak import soak, soak_compare, soak_plot
 from lab.commands.common import run_report
@@ -389,5 +390,6 @@ def upserts(
 
 app.command()(soak)
 app.command()(peers)
+app.command()(enrichment)
 app.command("soak-plot")(soak_plot)
 app.command("soak-compare")(soak_compare)
