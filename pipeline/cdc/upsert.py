@@ -59,10 +59,6 @@ def after_images(changes: pa.Table, columns: dict[str, str], schema: pa.Schema) 
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
-#: a batch this large (the initial snapshot's) leaves Arrow's allocator holding its freed buffers, which
-#: it would return to the system only later: returned at once, the snapshot's peak is one batch, not several
-LARGE_BATCH = 10_000
-
 #: after-images decoded at a time: a snapshot batch of 200,000 decoded at once held ~200 MB of Python dicts
 IMAGE_CHUNK = 20_000
 
@@ -180,8 +176,6 @@ class DimensionWriter:
                     self._row_delta(batch_keys, upserted, images, properties)
         if self.rows is None and self.counts.due(self.policy):
             self.fold()
-        if changes.num_rows >= LARGE_BATCH:
-            pa.default_memory_pool().release_unused()  # see LARGE_BATCH
 
 
     def fold(self) -> None:
