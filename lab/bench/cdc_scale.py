@@ -36,6 +36,7 @@ from deploy.local.services.mariadb import connect, create_source_database
 from lab.bench.cdc import bench_settings, start_job_process
 from lab.bench.freshness import MarkedFreshness, quantiles
 from lab.bench.ingest import commit_rate
+from lab.bench.process_cpu import CpuMeter, service_cpu, tree_cpu_seconds
 from lab.reconcile import member_fingerprints, member_sample_differences
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import LakehouseError
@@ -97,6 +98,8 @@ class ScaleResult:
     reads_end: ReadCost | None = None
     #: (seconds into the changes, read cost then): whether the read cost levels off, not only where it ends
     reads_during: list[tuple[float, ReadCost]] = field(default_factory=list)
+    #: cores each part used while the changes ran (CPU seconds / seconds): what 1,000 changes/s cost
+    cores: dict[str, float] = field(default_factory=dict)
     fingerprints: dict[str, tuple] = field(default_factory=dict)
     sample_differences: dict[str, int] = field(default_factory=dict)
     kills: list[str] = field(default_factory=list)
@@ -333,6 +336,11 @@ def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float
             processes: CdcProcesses, progress, chaos: bool) -> None:
     progress(f"writing {rate:,.0f} changes/s for {duration:.0f}s")
     peaks = PeakRss(lambda: {"apply": processes.pids()["apply"]})
+    meter = CpuMeter({"apply": lambda: tree_cpu_seconds(processes.pids()["apply"]),
+                      "capture": lambda: tree_cpu_seconds(processes.pids()["capture"]),
+                      "MariaDB": service_cpu(s.mariadb.port), "object store": service_cpu(s.s3.port),
+                      "metastore": service_cpu(s.metastore.port)})
+    meter.start()
     since_ms, began = int(time.time() * 1000), time.monotonic()
     first = _applied(s)
     written: list[int] = []
@@ -360,6 +368,7 @@ def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float
             polled = elapsed
         time.sleep(1.0)
     samples.append((time.monotonic() - began, _applied(s) - first))
+    result.cores = {part: seconds / (time.monotonic() - began) for part, seconds in meter.stop().items()}
     _wait_applied(s, _topic_end(s), 300, processes)
     table = pyiceberg_catalog(s).load_table(s.catalog.members_table)
     fresh.poll(table)
