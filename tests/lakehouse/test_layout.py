@@ -59,6 +59,7 @@ def test_imports_only_go_down_the_layers():
 def test_the_layout_has_the_harness_apart_from_the_product():
     shipped = (ROOT / "deploy/Dockerfile").read_text()
     assert "COPY lab" not in shipped and "COPY tests" not in shipped
+    assert not [f for f in PRODUCT if f"COPY {f} {f}" not in shipped], "the image must hold every product package"
     for folder in PRODUCT:
         benchmarks = [p for p in (ROOT / folder).rglob("*.py") if "bench" in p.stem or "chaos" in p.stem]
         assert not benchmarks, f"harness modules inside the product: {benchmarks}"
