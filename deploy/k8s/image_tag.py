@@ -14,7 +14,7 @@ from pathlib import Path
 from lakehouse.settings import REPO_ROOT
 
 #: what deploy/Dockerfile copies from the repository (files and folders)
-IMAGE_INPUTS = ("deploy/Dockerfile", "requirements.lock", "pyproject.toml", "README.md", "lakehouse", "pipeline",
+IMAGE_INPUTS = ("deploy/Dockerfile", "requirements.lock", "pyproject.toml", "README.md", "lakehouse", "cli", "pipeline",
                 "loadgen", "queries", "deploy")
 
 

@@ -23,7 +23,7 @@ from pipeline.jobs import JOBS
 from tests.support.imports import top_level_imports
 from tests.support.k8s import SECRET, pods, secret_given
 
-FIRST_PARTY = ("lakehouse", "pipeline", "loadgen", "queries", "deploy")
+FIRST_PARTY = ("lakehouse", "cli", "pipeline", "loadgen", "queries", "deploy")
 ENV_REFERENCE = re.compile(r"\$\{(?:ENV:|env\.)(LAKEHOUSE_[A-Z0-9_]+)\}")
 
 
