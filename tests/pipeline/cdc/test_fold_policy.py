@@ -61,3 +61,14 @@ def test_the_writer_folds_after_so_many_batches_whatever_delete_files_the_last_f
     assert not counts.due(policy)
     counts.added(None, True, policy)
     assert counts.due(policy) and (counts.small_data, counts.deletes) == (1, 13)
+
+
+def test_small_tiers_are_not_starved_by_large_files_waiting_for_their_deletes():
+    """At 10 M rows every large file crosses the share at about the same time: their rewrites alone would fill
+    every fold's budget while the batches' small files piled up."""
+    policy = FoldPolicy(target_rows=100, rewrite_deleted_share=0.03, max_rewrite_rows=200, tier_fan_in=3)
+    large = [data_file(f"big-{i}", 100) for i in range(4)]
+    batches = [data_file(f"batch-{i}", 5) for i in range(3)]
+    index = index_with({**{f.file_path: 90 for f in large}, **{f.file_path: 5 for f in batches}})
+    chosen = [f.file_path for f in _to_rewrite(large + batches, index, policy)]
+    assert chosen[:3] == ["batch-0", "batch-1", "batch-2"] and chosen[3:] == ["big-0"]  # 15 + 100 rows; big-1 > 200
