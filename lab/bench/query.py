@@ -118,7 +118,7 @@ def run(settings: Settings, rows: int = 1_000_000, runs: int = 3, progress=print
 def _one_engine(s: Settings, engine: str, rows: int, deleted: int, runs: int, progress) -> QueryBenchResult:
     count = f"SELECT count(*) AS n FROM {s.catalog.clicks_table}"
     progress(f"{engine}: one-shot `lakehouse query --engine {engine} --sql \"{count}\"`, median of {runs}")
-    one_shot = _median_wall([sys.executable, "-m", "lakehouse", "query", "--engine", engine, "--sql", count,
+    one_shot = _median_wall([sys.executable, "-m", "cli", "query", "--engine", engine, "--sql", count,
                              "--format", "csv"], child_env(s), runs)
     session = open_session(engine, s)
     session.execute(count)  # the session's first statement opens its connections: not a figure

@@ -65,7 +65,7 @@ class Fleet:
             env = {**env, "LAKEHOUSE_METRICS__PIPELINE_PORT": str(free_port())}
         with member.log_path.open("ab") as out:
             member.proc = subprocess.Popen(
-                [sys.executable, "-m", "lakehouse", "run", *member.args, "--log-level", "info"],
+                [sys.executable, "-m", "cli", "run", *member.args, "--log-level", "info"],
                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self, name: str) -> None:

@@ -91,7 +91,7 @@ def maintenance_service(settings: Settings, log_path: Path) -> Iterator[Maintena
     s = settings.model_copy(deep=True)
     s.metrics.maintenance_port = free_port(s.metrics.host)
     with log_path.open("ab") as log:
-        process = subprocess.Popen([sys.executable, "-m", "lakehouse", "run", "maintain"], env=child_env(s), stdout=log,
+        process = subprocess.Popen([sys.executable, "-m", "cli", "run", "maintain"], env=child_env(s), stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     try:
         yield MaintenanceProbe(process, f"http://{s.metrics.host}:{s.metrics.maintenance_port}/metrics", log_path)

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(3000)]
 def test_ci_faults_lose_and_duplicate_nothing(tmp_path):
     out = tmp_path / "chaos"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
-    run = subprocess.Popen([sys.executable, "-m", "lakehouse", "chaos", "--faults", "ci", "--out", str(out)],
+    run = subprocess.Popen([sys.executable, "-m", "cli", "chaos", "--faults", "ci", "--out", str(out)],
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _, stderr = run.communicate(timeout=2700)

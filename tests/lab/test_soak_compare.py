@@ -55,7 +55,7 @@ def test_windows_after_the_load_or_without_commits_do_not_count():
 def test_the_command_exits_by_the_verdict_and_draws_both_runs(tmp_path):
     def judge(name: str) -> tuple[int, str]:
         maintained, baseline = (shutil.copy(DOCS / f, tmp_path / f) for f in PAIRS[name][:2])
-        done = subprocess.run([sys.executable, "-m", "lakehouse", "bench", "soak-compare", maintained, baseline,
+        done = subprocess.run([sys.executable, "-m", "cli", "bench", "soak-compare", maintained, baseline,
                                "--from-minute", "20"], capture_output=True, text=True, timeout=120)
         return done.returncode, done.stdout + done.stderr  # the figures go to stderr, as every command's
 

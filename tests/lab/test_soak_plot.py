@@ -27,7 +27,7 @@ def test_a_soaks_samples_are_read_back_and_redrawn(tmp_path):
         writer.writerows(asdict(x) for x in samples)
     assert read_samples(path) == samples
 
-    done = subprocess.run([sys.executable, "-m", "lakehouse", "bench", "soak-plot", str(path)],
+    done = subprocess.run([sys.executable, "-m", "cli", "bench", "soak-plot", str(path)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "soak.png").stat().st_size > 20_000
@@ -44,6 +44,6 @@ def test_a_csv_from_before_a_column_existed_still_reads(tmp_path):
 
 
 def test_a_missing_csv_is_named():
-    done = subprocess.run([sys.executable, "-m", "lakehouse", "bench", "soak-plot", "/nonexistent/soak.csv"],
+    done = subprocess.run([sys.executable, "-m", "cli", "bench", "soak-plot", "/nonexistent/soak.csv"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "does not exist" in done.stderr

@@ -30,7 +30,7 @@ from tests.support.queries import rows
 
 
 def _sql_cli(settings, script: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lakehouse", "sql", "--format", "json", *args], input=script,
+    return subprocess.run([sys.executable, "-m", "cli", "sql", "--format", "json", *args], input=script,
                           capture_output=True, text=True, env=child_env(settings), timeout=300)
 
 
@@ -149,7 +149,7 @@ def test_the_cli_answers_without_the_sql_service_too(lake):
     away = settings.model_copy(deep=True)
     away.query.port = free_port(settings.query.host)  # nothing listens there: the CLI runs the query itself
     for s in (settings, away):
-        done = subprocess.run([sys.executable, "-m", "lakehouse", "query", "--format", "json", "--sql",
+        done = subprocess.run([sys.executable, "-m", "cli", "query", "--format", "json", "--sql",
                                "SELECT count(*) AS n FROM {clicks}"],  # this process's {clicks}, not the service's
                               capture_output=True, text=True, env=child_env(s), timeout=300)
         assert done.returncode == 0, done.stderr
