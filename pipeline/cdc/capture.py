@@ -373,7 +373,8 @@ class Capture:
         ``_UNKNOWN_PARTITION … Failed to get watermark offsets`` instead of saying what was wrong.
         """
         s = self.settings
-        needed = {s.cdc_position_topic: 1, **{s.cdc_topic(t): s.kafka.cdc_partitions for t in self.tables}}
+        needed = {s.cdc_position_topic: 1, s.cdc_schema_topic: 1,
+                  **{s.cdc_topic(t): s.kafka.cdc_partitions for t in self.tables}}
         client = kafka_clients.admin(s.kafka.bootstrap)
         if s.kafka.create_topics:
             created = kafka_clients.create_topics(client, needed, s.topic_configs())

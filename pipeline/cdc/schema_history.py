@@ -17,7 +17,7 @@ from typing import cast
 from confluent_kafka import KafkaError, TopicPartition
 
 from lakehouse import kafka_clients
-from lakehouse.errors import TransientError
+from lakehouse.errors import LakehouseError, TransientError
 from lakehouse.settings import Settings
 from pipeline.cdc.source_schema import SourceSchema
 
@@ -85,3 +85,21 @@ def latest(records: list[SchemaRecord]) -> dict[str, SchemaRecord]:
     for record in records:
         out[record.table] = record
     return out
+
+
+class SchemaWatch:
+    """The newest schema record per table, read again only when the topic has grown (one offset request a batch)."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._seen = -1
+        self._latest: dict[str, SchemaRecord] = {}
+
+    def latest(self) -> dict[str, SchemaRecord]:
+        try:
+            end = kafka_clients.end_offsets(self.settings.kafka.bootstrap, self.settings.cdc_schema_topic).get(0, 0)
+        except LakehouseError:  # no schema topic yet: a capture older than it, or not started
+            return self._latest
+        if end != self._seen:
+            self._latest, self._seen = latest(read_all(self.settings)), end
+        return self._latest
