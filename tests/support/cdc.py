@@ -22,7 +22,8 @@ def isolated_cdc_settings(settings):
     s.catalog.members_table = f"dim_test.members_{suffix}"
     create_source_database(s, s.mariadb.database)
     admin = admin_client(s)
-    topics = [NewTopic(s.cdc_topic(t), 1, 1) for t in s.cdc_tables] + [NewTopic(s.cdc_position_topic, 1, 1)]
+    topics = [NewTopic(s.cdc_topic(t), 1, 1) for t in s.cdc_tables] + [NewTopic(s.cdc_position_topic, 1, 1),
+                                                                        NewTopic(s.cdc_schema_topic, 1, 1)]
     for future in admin.create_topics(topics).values():
         future.result()
     return s
