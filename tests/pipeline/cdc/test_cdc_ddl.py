@@ -144,17 +144,15 @@ def test_a_dropped_column_stops_the_capture_until_accepted_then_nothing_is_lost_
 
 
 def test_a_third_table_is_captured_end_to_end_from_the_settings_alone(spark, settings):
-    cdc = settings.model_copy(deep=True)
-    cdc.cdc.extra_tables = [CapturedTable(source="orders", table="dim_test.orders_x")]
-    cdc = isolated_cdc_settings(cdc)
-    cdc.cdc.extra_tables = [CapturedTable(source="orders", table=f"dim_test.orders_{cdc.mariadb.database[5:]}")]
+    """Named only in the settings: its topic is created by the capture (``kafka.create_topics``), its Iceberg
+    schema derived from the source's columns and key at the first snapshot."""
+    cdc = isolated_cdc_settings(settings)
+    cdc.kafka.create_topics = True
+    suffix = cdc.mariadb.database.removeprefix("shop_")
+    cdc.cdc.extra_tables = [CapturedTable(source="orders", table=f"dim_test.orders_{suffix}")]
     execute(cdc, "CREATE TABLE orders (order_id BIGINT PRIMARY KEY, amount DECIMAL(12,2) NOT NULL, "
                  "placed_at DATETIME(3), note TEXT)",
             "INSERT INTO orders VALUES (1, 10.50, '2026-11-26 08:00:00.000', 'first'), (2, 3.25, NULL, NULL)")
-    from confluent_kafka.admin import NewTopic
-
-    from deploy.local.services.broker import admin_client
-    admin_client(cdc).create_topics([NewTopic(cdc.cdc_topic("orders"), 1, 1)])[cdc.cdc_topic("orders")].result()
     capture = Running(cdc)
     job = DimensionApplyJob(spark, cdc)
     try:
