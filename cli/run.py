@@ -118,18 +118,24 @@ def maintain(
 
 
 @app.command()
-def cdc(log_level: Annotated[str, typer.Option(help="Python log level.")] = "info") -> None:
+def cdc(
+    log_level: Annotated[str, typer.Option(help="Python log level.")] = "info",
+    accept_ddl: Annotated[str | None, typer.Option(
+        help="FILE:POS of a DDL that stopped the capture (its message names it), accepted after a decision: the "
+             "lake keeps what it holds (a dropped column stays, null from then on) and the capture goes on.")] = None,
+) -> None:
     """Capture MariaDB/MySQL row changes as Debezium envelopes, one Kafka topic per table.
 
     First run: a consistent snapshot (op 'r'); then the binlog from exactly that position.
-    Restarts resume after the last durable checkpoint.
+    Restarts resume after the last durable checkpoint. The tables are the settings' (the seed's
+    two and cdc.extra_tables); DDL on them is followed or stops the capture (docs/cdc.md).
     """
     from pipeline.cdc.capture import Capture
 
     settings, stop = _service(log_level, lambda m: m.cdc_port)
     console.print(f"cdc: {settings.mariadb.database}.{{{', '.join(settings.cdc_tables)}}} -> "
                   f"{settings.kafka.cdc_topic_prefix}.*; metrics on :{settings.metrics.cdc_port}")
-    Capture(settings).run(stop)
+    Capture(settings, accept_ddl=accept_ddl).run(stop)
 
 
 @app.command()

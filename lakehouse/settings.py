@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from lakehouse.cdc_settings import CapturedTable, CdcSettings
 from lakehouse.errors import LakehouseError
 from lakehouse.job_settings import MaintenanceSettings, PipelineSettings
 
@@ -275,6 +276,7 @@ class Settings(BaseSettings):
     catalog: CatalogSettings = CatalogSettings()
     metrics: MetricsSettings = MetricsSettings()
     pipeline: PipelineSettings = PipelineSettings()
+    cdc: CdcSettings = CdcSettings()
     maintenance: MaintenanceSettings = MaintenanceSettings()
 
     @model_validator(mode="after")
@@ -315,14 +317,28 @@ class Settings(BaseSettings):
         return f"{self.kafka.cdc_topic_prefix}._position"
 
     @property
+    def cdc_schema_topic(self) -> str:
+        """Where the capture records each captured table's schema (``pipeline.cdc.schema_history``)."""
+        return f"{self.kafka.cdc_topic_prefix}._schema"
+
+    @property
+    def captured_tables(self) -> tuple[CapturedTable, ...]:
+        """Every table the capture follows: the seed's two, then ``cdc.extra_tables``."""
+        seed = (CapturedTable(source="products", table=self.catalog.products_table),
+                CapturedTable(source="user_member", table=self.catalog.members_table,
+                              renames={"memberLevel": "member_level"}))
+        return (*seed, *self.cdc.extra_tables)
+
+    @property
     def cdc_tables(self) -> tuple[str, ...]:
-        return ("products", "user_member")
+        return tuple(t.source for t in self.captured_tables)
 
     def topics(self) -> dict[str, int]:
         """Every topic the lakehouse uses, with its partition count (both runtimes create exactly these)."""
         topics = {self.kafka.clicks_topic: self.kafka.clicks_partitions}
         topics.update({self.cdc_topic(t): self.kafka.cdc_partitions for t in self.cdc_tables})
         topics[self.cdc_position_topic] = 1
+        topics[self.cdc_schema_topic] = 1
         return topics
 
     def topic_configs(self) -> dict[str, dict[str, int]]:

@@ -90,19 +90,22 @@ class _ReplaceAll(_OverwriteFiles):
         return []
 
 
-def replace_contents(table, rows: pa.Table, properties: dict[str, str]) -> None:
+def replace_contents(table, rows: pa.Table, properties: dict[str, str], before=None) -> None:
     """One snapshot: every data file of ``table`` out, ``rows`` in (one file for a small table).
 
     For the small tables whose one writer holds their whole content (dimensions, aggregate
     results): PyIceberg's ``overwrite`` is a delete and an append, two snapshots with a
     manifest list each, and a row-level delete reads and rewrites every file that may hold a
     changed key. Replacing the files costs one new file and one snapshot whatever changed.
-    Delete files of older writers go too: they applied to the data files replaced.
+    Delete files of older writers go too: they applied to the data files replaced. ``before(tx)``,
+    if given, stages other changes first (a schema update) and returns snapshot properties.
     """
     # deferred: PyIceberg's private writer: kept to the one function that needs it
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
     with CachedTransaction(table) as tx:
+        if before is not None:  # e.g. a schema change staged in the same commit (returns snapshot properties)
+            properties = {**properties, **before(tx)}
         operation = Operation.OVERWRITE if table.current_snapshot() else Operation.APPEND
         with _ReplaceAll(operation, tx, table.io, snapshot_properties=properties) as producer:
             for data_file in live_data_files(table):

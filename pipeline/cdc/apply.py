@@ -29,12 +29,16 @@ from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.cdc import envelope as env
 from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
-from pipeline.cdc.upsert import DimensionWriter
+from pipeline.cdc.schema_history import SchemaRecord, SchemaWatch
+from pipeline.cdc.source_schema import to_iceberg_schema
+from pipeline.cdc.upsert import DimensionWriter, SchemaNotYetRecorded
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
 from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.planner import Planner
 from pipeline.kafka_source.ranges import OffsetRange
+from pipeline.pyiceberg_tables import ensure_table
+from pipeline.tables import COMMON_PROPERTIES, UPSERT_PROPERTIES
 
 log = logging.getLogger(__name__)
 
@@ -55,19 +59,41 @@ class EnvelopeError(FatalError, ValueError):
 class Target:
     source_table: str
     table: str
-    key: str
+    key: str  # the key column, as the source names it (the change envelopes' key)
     columns: dict[str, str]  # target column -> the after-image field it is read from (cast to the column's type)
+    renames: dict[str, str]  # source column -> lake column, where they differ
 
 
-#: dimension columns named otherwise in the source tables
-RENAMED = {"member_level": "memberLevel"}
+def targets(settings: Settings, records: dict[str, SchemaRecord], catalog=None) -> dict[str, Target]:
+    """The table each change topic is applied to, by topic: created if missing.
 
-
-def targets(settings: Settings) -> dict[str, Target]:
-    """The dimension each change topic is applied to, by topic."""
-    return {settings.cdc_topic(source): Target(source, d.table, d.key,
-                                               {f.name: RENAMED.get(f.name, f.name) for f in d.schema.fields})
-            for source, d in dimensions(settings).items()}
+    The seed's two tables have their declared schemas (``dimension_tables``, the same as the
+    source's); any other captured table (``cdc.extra_tables``) gets the schema of the source
+    table as the capture recorded it at its snapshot, so it waits for that record.
+    """
+    catalog = catalog or pyiceberg_catalog(settings)
+    declared = dimensions(settings)
+    out = {}
+    for captured in settings.captured_tables:
+        if captured.source in declared:
+            key = declared[captured.source].key
+        else:
+            record = records.get(captured.source)
+            if record is None:
+                raise SchemaNotYetRecorded(f"no schema of {settings.mariadb.database}.{captured.source} recorded in "
+                                           f"{settings.cdc_schema_topic} yet: waiting for the capture's snapshot")
+            if len(record.schema.key) != 1:
+                raise EnvelopeError(f"{captured.source}'s primary key has {len(record.schema.key)} columns; the "
+                                    "apply keys rows on one column")
+            key = record.schema.key[0]
+            ensure_table(catalog, captured.table, to_iceberg_schema(record.schema, captured.renames),
+                         {**COMMON_PROPERTIES, **UPSERT_PROPERTIES})
+        lake_to_source = {lake: source for source, lake in captured.renames.items()}
+        fields = catalog.load_table(captured.table).schema().fields
+        out[settings.cdc_topic(captured.source)] = Target(
+            captured.source, captured.table, key, {f.name: lake_to_source.get(f.name, f.name) for f in fields},
+            dict(captured.renames))
+    return out
 
 
 def parse_changes(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch:
@@ -127,11 +153,13 @@ class DimensionApplyJob(KafkaBatchJob):
     def __init__(self, spark, settings: Settings):
         self.settings = settings
         ensure_dimension_tables(settings)
-        self.targets = targets(settings)
+        self.history = SchemaWatch(settings)
+        self.targets = targets(settings, self.history.latest())
         self.tables = [t.table for t in self.targets.values()]
         self.planner = Planner.from_settings(settings, list(self.targets))
-        # a catalog (one metastore connection) per table: the two tables commit side by side
-        self.writers = {topic: DimensionWriter(pyiceberg_catalog(settings), t.table, t.key, t.columns)
+        # a catalog (one metastore connection) per table: the tables commit side by side
+        self.writers = {topic: DimensionWriter(pyiceberg_catalog(settings), t.table,
+                                               t.renames.get(t.key, t.key), t.columns, renames=t.renames)
                         for topic, t in self.targets.items()}
         self._threads = ThreadPoolExecutor(len(self.targets), thread_name_prefix="dims")
         self.recover()
@@ -152,17 +180,20 @@ class DimensionApplyJob(KafkaBatchJob):
     def write(self, batch: Batch) -> int:
         """One upsert per table, side by side (each commits its own topic's offsets); returns the changes applied."""
         topics = sorted({r.topic for r in batch.work})
+        schemas = self.history.latest()  # once a batch: what the capture recorded before these changes
         applied = self._threads.map(lambda topic: self._apply(topic, [r for r in batch.work if r.topic == topic],
-                                                              batch.end[topic]), topics)
+                                                              batch.end[topic], schemas), topics)
         return sum(applied)
 
-    def _apply(self, topic: str, work: list[OffsetRange], ends: dict[int, int]) -> int:
+    def _apply(self, topic: str, work: list[OffsetRange], ends: dict[int, int],
+               schemas: dict[str, SchemaRecord]) -> int:
         """Read one topic's ranges, apply them to its table with the offsets; returns the changes applied."""
         target = self.targets[topic]
         changes = self._read(topic, work)
         began = time.monotonic()
         offsets = {topic: ends}
-        self.writers[topic].apply(changes, kafka_offsets.commit_properties(offsets, self.planner.topic_ids))
+        self.writers[topic].apply(changes, kafka_offsets.commit_properties(offsets, self.planner.topic_ids),
+                                  schemas.get(target.source_table))
         metrics.COMMIT_SECONDS.labels(target.table).observe(time.monotonic() - began)
         metrics.LAST_COMMIT.labels(target.table).set(time.time())
         log.info("dims: %d changes into %s in %.2fs", changes.num_rows, target.table, time.monotonic() - began)

@@ -9,16 +9,16 @@ Correctness rules (docs/cdc.md documents them):
   position topic. A restart resumes after the last such checkpoint. Changes published
   after it are published again: the same envelopes with the same source position,
   which the apply job collapses by position, so replays are harmless.
-- **DDL.** ``ALTER TABLE ... ADD COLUMN`` on a captured table is accepted (row events
-  carry column names, new columns appear in the envelopes); any other DDL on a
-  captured table stops the capture with an error naming the statement.
+- **DDL.** DDL on a captured table is judged against the table's recorded schema
+  (``pipeline.cdc.ddl``): what the lake can follow (a new column, a wider type) is recorded in
+  the schema history topic before any later change is published; anything else stops the
+  capture, saying what happened and how to resume.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
 
@@ -43,6 +43,8 @@ from pipeline import metrics
 from pipeline.cdc import envelope as env
 from pipeline.cdc import gtid as gtids
 from pipeline.cdc.checkpoints import read_checkpoint
+from pipeline.cdc.ddl import DdlFollower, read_schemas, snapshot_records
+from pipeline.cdc.schema_history import SchemaRecord, latest, read_all
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +52,6 @@ EVENTS = Counter("lakehouse_cdc_events_total", "Change events published, by tabl
 SOURCE_LAG = Gauge("lakehouse_cdc_source_lag_seconds", "Now minus the source timestamp of the last change read.")
 POSITION = Gauge("lakehouse_cdc_binlog_position_bytes", "Binlog position of the last checkpoint.", ["file"])
 CHECKPOINTS = Counter("lakehouse_cdc_checkpoints_total", "Source positions made durable.")
-
-
-class SchemaChangeError(FatalError):
-    """DDL on a captured table that the capture cannot follow safely."""
 
 
 class PositionLost(FatalError):
@@ -101,7 +99,8 @@ def ends_transaction(statement: str) -> bool:
 
 
 class Capture:
-    def __init__(self, settings: Settings, server_id: int = 91_001, checkpoint_seconds: float = 0.5):
+    def __init__(self, settings: Settings, server_id: int = 91_001, checkpoint_seconds: float = 0.5,
+                 accept_ddl: str | None = None):
         self.settings = settings
         self.db = settings.mariadb.database
         self.tables = list(settings.cdc_tables)
@@ -110,23 +109,38 @@ class Capture:
         self.producer = self._new_producer()
         self.failures: list = []
         self._published = 0
+        self.accept_ddl = accept_ddl
         with connect(settings) as conn, conn.cursor() as cur:
             cur.execute("SELECT VERSION()")
             self.connector = gtids.dialect(cur.fetchone()[0])
-            self.keys = {t: self._primary_key(cur, t) for t in self.tables}
+            now = read_schemas(cur, self.db, self.tables)
+        # where the capture stands, the schema it last recorded (a DDL not yet streamed must not count)
+        recorded = {t: r.schema for t, r in latest(read_all(settings)).items() if t in now}
+        self.ddl = self._follower({**now, **recorded})
+
+    def _follower(self, schemas) -> DdlFollower:
+        return DdlFollower(self.db, schemas, self.publish_schema,
+                           lambda table: self._read_schemas([table])[table], self.accept_ddl,
+                           {t.source: t.table for t in self.settings.captured_tables})
+
+    @property
+    def keys(self) -> dict[str, tuple[str, ...]]:
+        return {table: schema.key for table, schema in self.ddl.schemas.items()}
+
+    def _read_schemas(self, tables: list[str]):
+        with connect(self.settings) as conn, conn.cursor() as cur:
+            return read_schemas(cur, self.db, tables)
+
+    def publish_schema(self, record: SchemaRecord) -> None:
+        """A schema record, acknowledged by Kafka before anything after it is published."""
+        self.producer.produce(self.settings.cdc_schema_topic, record.to_json(), key=record.table.encode())
+        if self.producer.flush(60):
+            raise BrokerUnacknowledged(f"Kafka did not acknowledge the schema record of {record.table}")
 
     def _new_producer(self) -> Producer:
         # lz4: an envelope is ~450 bytes of JSON, mostly the same keys; a 10 M-row snapshot is ~4.5 GB without it
         return kafka_clients.producer(self.settings.kafka.bootstrap, self.settings.kafka.producer_linger_ms,
                                       {"compression.type": "lz4"})
-
-    def _primary_key(self, cur, table: str) -> list[str]:
-        cur.execute("SELECT column_name FROM information_schema.key_column_usage WHERE table_schema=%s "
-                    "AND table_name=%s AND constraint_name='PRIMARY' ORDER BY ordinal_position", (self.db, table))
-        cols = [r[0] for r in cur.fetchall()]
-        if not cols:
-            raise SchemaChangeError(f"{self.db}.{table} has no primary key: CDC needs one to key its changes")
-        return cols
 
     # -- publishing ---------------------------------------------------------------------
     def _on_delivery(self, err, _msg) -> None:
@@ -172,6 +186,10 @@ class Capture:
                 gtid_set = cur.fetchone()[0] or ""
             finally:
                 cur.execute("UNLOCK TABLES")
+            schemas = read_schemas(cur, self.db, self.tables)  # no DDL can run under the snapshot's read lock
+            for record in snapshot_records(schemas, file, pos):
+                self.publish_schema(record)
+            self.ddl = self._follower(schemas)
             ts_ms = int(time.time() * 1000)
             total = 0
             for t_index, table in enumerate(self.tables):
@@ -220,23 +238,6 @@ class Capture:
                          "log: log_bin and binlog_format=ROW in the server's configuration)")
 
     # -- streaming ------------------------------------------------------------------------
-    def _check_ddl(self, query: str) -> None:
-        text = " ".join(query.split())
-        for table in self.tables:
-            pattern = rf"\b(ALTER|DROP|RENAME|TRUNCATE)\s+TABLE\s+(IF\s+EXISTS\s+)?(`?{self.db}`?\.)?`?{table}`?\b"
-            match = re.search(pattern, text, re.IGNORECASE)
-            if not match:
-                continue
-            if match.group(1).upper() == "ALTER" and re.fullmatch(
-                    rf".*?{table}`?\s+ADD\s+(COLUMN\s+)?[^,]+(,\s*ADD\s+(COLUMN\s+)?[^,]+)*", text, re.IGNORECASE):
-                log.warning("schema change accepted (new column) on %s: %s", table, text)
-                continue
-            raise SchemaChangeError(
-                f"DDL on captured table {self.db}.{table} stops the capture: {text!r}. Only ADD COLUMN is followed "
-                "automatically. Re-create the Iceberg table to match, then restart the capture (it re-snapshots "
-                "when its position topic is reset)."
-            )
-
     def _reader(self, file: str, pos: int, heartbeat: float) -> BinLogStreamReader:
         m = self.settings.mariadb
         return BinLogStreamReader(
@@ -270,6 +271,7 @@ class Capture:
         """
         file, gtid_set = position["file"], position.get("gtid_set")
         pending, last_checkpoint = None, time.monotonic()
+        last_durable = position  # what a DDL that stops the capture leaves the lake with
         reader = self._reader(file, position["pos"], heartbeat)
         gtid, order = None, 0
 
@@ -292,7 +294,10 @@ class Capture:
                     query = event.query if isinstance(event.query, str) else event.query.decode(errors="replace")
                     statement = " ".join(query.split()).upper()
                     if statement != "BEGIN" and statement != "COMMIT":
-                        self._check_ddl(query)
+                        if pending:  # everything before the statement, durable before it is judged
+                            self.checkpoint(pending)
+                            last_durable, pending, last_checkpoint = pending, None, time.monotonic()
+                        self.ddl.statement(query, file, event.packet.log_pos, last_durable)
                     if ends_transaction(statement):
                         pending = committed(event.packet.log_pos)
                 elif isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
@@ -301,7 +306,7 @@ class Capture:
                 idle = isinstance(event, HeartbeatLogEvent)
                 if pending and (idle or time.monotonic() - last_checkpoint >= self.checkpoint_seconds):
                     self.checkpoint(pending)
-                    pending, last_checkpoint = None, time.monotonic()
+                    last_durable, pending, last_checkpoint = pending, None, time.monotonic()
                 if stop.is_set() and pending is None:
                     break
         finally:
@@ -368,7 +373,8 @@ class Capture:
         ``_UNKNOWN_PARTITION … Failed to get watermark offsets`` instead of saying what was wrong.
         """
         s = self.settings
-        needed = {s.cdc_position_topic: 1, **{s.cdc_topic(t): s.kafka.cdc_partitions for t in self.tables}}
+        needed = {s.cdc_position_topic: 1, s.cdc_schema_topic: 1,
+                  **{s.cdc_topic(t): s.kafka.cdc_partitions for t in self.tables}}
         client = kafka_clients.admin(s.kafka.bootstrap)
         if s.kafka.create_topics:
             created = kafka_clients.create_topics(client, needed, s.topic_configs())

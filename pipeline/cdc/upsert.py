@@ -15,21 +15,39 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyiceberg.io.pyarrow import schema_to_pyarrow
 
+from lakehouse.errors import TransientError
 from pipeline.cdc.expiry import expire_old_snapshots
 from pipeline.cdc.fold import FoldPolicy, fold
 from pipeline.cdc.key_index import ABSENT, KeyIndex
 from pipeline.cdc.live_rows import FileCounts, live_files, read_index
 from pipeline.cdc.row_delta import RowDelta, write_data_file, write_position_deletes
+from pipeline.cdc.schema_history import SchemaRecord
+from pipeline.cdc.table_evolution import HISTORY_PROPERTY, ColumnEvolution, plan, stage
 from pipeline.pyiceberg_tables import CachedTransaction, commit_attempts, replace_contents
 
 log = logging.getLogger(__name__)
+
+
+class SchemaNotYetRecorded(TransientError):
+    """A batch carries a column the capture's schema history does not name yet (read again, it will)."""
+
+
+@dataclass(frozen=True)
+class Evolution:
+    """A batch's schema change: what changes, the record it follows, and the Arrow schema rows are written in."""
+
+    changes: list[ColumnEvolution]
+    source: SchemaRecord
+    arrow: pa.Schema
 
 _decode = msgspec.json.Decoder().decode
 
@@ -61,6 +79,14 @@ def after_images(changes: pa.Table, columns: dict[str, str], schema: pa.Schema) 
 
 #: after-images decoded at a time: a snapshot batch of 200,000 decoded at once held ~200 MB of Python dicts
 IMAGE_CHUNK = 20_000
+
+
+def after_fields(changes: pa.Table) -> set[str]:
+    """The source fields the batch's after-images hold (a DDL may have added one)."""
+    fields: set[str] = set()
+    for text in changes.filter(pc.not_equal(changes.column("op"), "d")).column("after").to_pylist():
+        fields.update(_decode(text))
+    return fields
 
 
 def _images(texts: list[str], columns: dict[str, str], schema: pa.Schema) -> pa.Table:
@@ -132,8 +158,9 @@ class DimensionWriter:
     """
 
     def __init__(self, catalog, table: str, key: str, columns: dict[str, str], whole_table_rows: int = 50_000,
-                 policy: FoldPolicy | None = None):
-        self.catalog, self.name, self.key, self.columns = catalog, table, key, columns
+                 policy: FoldPolicy | None = None, renames: dict[str, str] | None = None):
+        self.catalog, self.name, self.key, self.columns = catalog, table, key, dict(columns)
+        self.renames = renames or {}
         self.whole_table_rows = whole_table_rows
         self.policy = policy or FoldPolicy()
         self.reload()
@@ -157,9 +184,18 @@ class DimensionWriter:
             self.index = read_index(self.table, self.key)
         return self.index
 
-    def apply(self, changes: pa.Table, properties: dict[str, str]) -> None:
-        """The batch's newest change per key into the table, with ``properties``, in one commit."""
+    def apply(self, changes: pa.Table, properties: dict[str, str], source: SchemaRecord | None = None) -> None:
+        """The batch's newest change per key into the table, with ``properties``, in one commit.
+
+        ``source``: the newest schema the capture recorded for the table; a column it adds that
+        the batch carries, or a type it widens, changes the table in the same commit
+        (``pipeline.cdc.table_evolution``).
+        """
         newest = newest_per_key(changes)
+        unknown = after_fields(newest) - set(self.columns.values())
+        if unknown and (source is None or any(source.schema.column(f) is None for f in unknown)):
+            raise SchemaNotYetRecorded(f"{self.name}: changes carry {sorted(unknown)}, which no schema record of the "
+                                       "capture names yet; retried once it is readable")
         batch_keys = newest.column("pk").to_pylist()
         upserted = newest.filter(pc.not_equal(newest.column("op"), "d")).column("pk").to_pylist()
         for attempt in commit_attempts():
@@ -167,13 +203,19 @@ class DimensionWriter:
                 if attempt.retry_state.attempt_number > 1:
                     log.info("dims: %s changed under the commit; applying the batch again", self.name)
                     self.reload()
-                images = after_images(newest, self.columns, self.schema)
+                evolve = self._evolution(source, unknown)
+                columns = {**self.columns, **({c.column: c.source for c in evolve.changes} if evolve else {})}
+                images = after_images(newest, columns, evolve.arrow if evolve else self.schema)
                 if self.rows is not None and len(self.rows) + len(upserted) <= self.whole_table_rows:
-                    self.rows = self._replace(batch_keys, upserted, images, properties)
+                    self.rows = self._replace(batch_keys, upserted, images, properties, evolve)
                     self.index = None
                 else:
                     self.rows = None
-                    self._row_delta(batch_keys, upserted, images, properties)
+                    self._row_delta(batch_keys, upserted, images, properties, evolve)
+                if evolve:
+                    self.schema, self.columns = evolve.arrow, columns
+                    log.warning("dims: %s follows its source: %s", self.name,
+                                ", ".join(f"{c.action} {c.column} {c.type}" for c in evolve.changes))
         if self.rows is None and self.counts.due(self.policy):
             self.fold()
 
@@ -188,20 +230,48 @@ class DimensionWriter:
         self.counts = FileCounts.of(live_files(self.table), self.policy)
         expire_old_snapshots(self.table)
 
+    def _evolution(self, source: SchemaRecord | None, unknown: set[str]) -> Evolution | None:
+        """The schema change this batch's commit must carry: the columns it brings, the types widened."""
+        if source is None:
+            return None
+        changes = [c for c in plan(self.table.schema(), source, self.renames)
+                   if c.action == "widened" or c.source in unknown]
+        if not changes:
+            return None
+        schema = self.table.schema()
+        fields = {f.name: f for f in schema.fields}
+        arrow = schema.as_arrow()
+        for change in changes:
+            kind = schema_to_pyarrow(change.type)
+            if change.action == "added":
+                arrow = arrow.append(pa.field(change.column, kind, nullable=True))
+            else:
+                arrow = arrow.set(arrow.get_field_index(change.column),
+                                  pa.field(change.column, kind, nullable=not fields[change.column].required))
+        return Evolution(changes, source, arrow)
+
+    def _staged(self, evolve: Evolution | None):
+        """A function staging ``evolve`` in a transaction (None when nothing changes)."""
+        if evolve is None:
+            return None
+        history = json.loads(self.table.properties.get(HISTORY_PROPERTY, "[]"))
+        return lambda tx: stage(tx, evolve.changes, evolve.source, history)
+
     def _replace(self, batch_keys: list[str], upserted: list[str], images: pa.Table,
-                 properties: dict[str, str]) -> dict[str, dict]:
+                 properties: dict[str, str], evolve: Evolution | None = None) -> dict[str, dict]:
         rows = dict(self.rows or {})
         for key in batch_keys:
             rows.pop(key, None)
         rows.update(zip(upserted, images.to_pylist(), strict=True))
-        content = pa.Table.from_pylist(list(rows.values()), schema=self.schema)
+        content = pa.Table.from_pylist(list(rows.values()), schema=images.schema)
         if not self.counts.deletes:
-            replace_contents(self.table, content, properties)
+            replace_contents(self.table, content, properties, self._staged(evolve))
             return rows
         # a table that shrank back under whole_table_rows still has delete files: a row delta that removes
         # every file, so the delete files leave with proper entries (replace_contents drops only data files)
         with CachedTransaction(self.table) as tx:
-            delta = RowDelta(tx, self.table.io, properties, rewrite=True)
+            staged = self._staged(evolve)
+            delta = RowDelta(tx, self.table.io, {**properties, **(staged(tx) if staged else {})}, rewrite=True)
             with delta:
                 for entry in live_files(self.table):
                     delta.remove(entry.data_file)
@@ -211,7 +281,7 @@ class DimensionWriter:
         return rows
 
     def _row_delta(self, batch_keys: list[str], upserted: list[str], images: pa.Table,
-                   properties: dict[str, str]) -> None:
+                   properties: dict[str, str], evolve: Evolution | None = None) -> None:
         """One snapshot: the after-images as a data file, the rows they replace as position deletes."""
         index = self._index()
         numbers, positions = index.locate(batch_keys)
@@ -219,7 +289,8 @@ class DimensionWriter:
         deletes = pa.table({"file_path": pa.array([index.files[n] for n in numbers[found]], pa.string()),
                             "pos": pa.array(positions[found], pa.int64())})
         with CachedTransaction(self.table) as tx:
-            delta = RowDelta(tx, self.table.io, properties)
+            staged = self._staged(evolve)
+            delta = RowDelta(tx, self.table.io, {**properties, **(staged(tx) if staged else {})})
             with delta:
                 data = write_data_file(tx.table_metadata, self.table.io, images) if images.num_rows else None
                 if data is not None:

@@ -11,8 +11,9 @@ import pytest
 from deploy.local.services.mariadb import connect as mariadb_connect
 from lab.reconcile import trino_rows
 from pipeline.cdc.apply import DimensionApplyJob
-from pipeline.cdc.capture import Capture, SchemaChangeError
+from pipeline.cdc.capture import Capture
 from pipeline.cdc.checkpoints import read_checkpoint
+from pipeline.cdc.ddl import SchemaChangeError
 from tests.support.cdc import isolated_cdc_settings, lake_rows, source_rows, wait_equal
 from tests.support.kafka import consume_all
 
