@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from cli.common import print_json, settings_or_exit
-from lakehouse.settings import flatten
+from lakehouse.settings_env import flatten
 
 app = typer.Typer(help="Inspect configuration (settings from defaults, LAKEHOUSE_* env and the run dir).",
                   no_args_is_help=True)

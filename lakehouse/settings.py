@@ -369,18 +369,6 @@ GENERATED_SECRETS: tuple[tuple[str, str], ...] = (
 )
 
 
-def flatten(data: dict[str, Any], sep: str = ".", prefix: str = "") -> dict[str, Any]:
-    """Nested settings data as one level: ``{"kafka": {"port": 1}}`` -> ``{"kafka.port": 1}``."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flatten(value, sep, name + sep))
-        else:
-            out[name] = value
-    return out
-
-
 def load_settings(**overrides: Any) -> Settings:
     """Resolve settings from the environment, then fill unset credentials from the run dir."""
     settings = Settings(**overrides)

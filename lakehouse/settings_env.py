@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lakehouse.settings import GENERATED_SECRETS, Settings, flatten
+from lakehouse.settings import GENERATED_SECRETS, Settings
 
 
 class _Declared(Settings):
@@ -67,3 +67,15 @@ def side_by_side_env(run_dir: Path, shift: int) -> dict[str, str]:
             if field == "port" or field.endswith("_port"):
                 env[f"LAKEHOUSE_{section.upper()}__{field.upper()}"] = str(getattr(model, field) + shift)
     return env
+
+
+def flatten(data: dict[str, Any], sep: str = ".", prefix: str = "") -> dict[str, Any]:
+    """Nested settings data as one level: ``{"kafka": {"port": 1}}`` -> ``{"kafka.port": 1}``."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, sep, name + sep))
+        else:
+            out[name] = value
+    return out

@@ -69,8 +69,10 @@ def read_all(settings: Settings, timeout_s: float = 15.0) -> list[SchemaRecord]:
                 raise SchemaUnreadable(f"{tp.topic}: read {len(records)} of {high - low} schema records in "
                                        f"{timeout_s:.0f}s (broker restarting?)")
             msg = consumer.poll(0.5)
-            if msg is None or msg.error() is not None:
-                if msg is not None and msg.error().code() == KafkaError._PARTITION_EOF:
+            if msg is None:
+                continue
+            if (error := msg.error()) is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
                     break
                 continue
             records.append(SchemaRecord.from_json(cast(bytes, msg.value())))

@@ -170,8 +170,9 @@ def _widening(before: SourceColumn, after: SourceColumn) -> ColumnChange:
 
 def _narrower(before: SourceColumn, after: SourceColumn) -> str | None:
     """Why ``after`` holds less than ``before`` (None when it does not)."""
-    if before.bits() is not None and after.bits() is not None and after.bits() < before.bits():
-        return f"{before.bits()} -> {after.bits()} bits"
+    bits_before, bits_after = before.bits(), after.bits()
+    if bits_before is not None and bits_after is not None and bits_after < bits_before:
+        return f"{bits_before} -> {bits_after} bits"
     if before.length is not None and after.length is not None and after.length < before.length:
         return f"{before.length} -> {after.length} characters"
     if before.data_type == after.data_type and before.precision is not None and after.precision is not None:
