@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 
 from lakehouse import kafka_clients
 from lakehouse.errors import LakehouseError, TransientError
@@ -96,10 +97,16 @@ class SchemaWatch:
         self.settings = settings
         self._seen = -1
         self._latest: dict[str, SchemaRecord] = {}
+        self._admin = None  # kept once the topic exists: a new client each batch was ~50 ms of every batch
 
     def latest(self) -> dict[str, SchemaRecord]:
+        topic = self.settings.cdc_schema_topic
         try:
-            end = kafka_clients.end_offsets(self.settings.kafka.bootstrap, self.settings.cdc_schema_topic).get(0, 0)
+            if self._admin is None:
+                end = kafka_clients.end_offsets(self.settings.kafka.bootstrap, topic).get(0, 0)
+                self._admin = kafka_clients.admin(self.settings.kafka.bootstrap)
+            else:
+                end = kafka_clients.list_offsets(self._admin, [(topic, 0)], OffsetSpec.latest())[(topic, 0)]
         except LakehouseError:  # no schema topic yet: a capture older than it, or not started
             return self._latest
         if end != self._seen:
