@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.cdc.apply import CHANGE_SCHEMA
 from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
-from pipeline.cdc.upsert import DimensionWriter, after_images, newest_per_key
+from pipeline.cdc.upsert import DimensionWriter, after_fields, after_images, newest_per_key
 from pipeline.kafka_source import offsets as kafka_offsets
 
 PRODUCT_COLUMNS = {c: c for c in ("productId", "name", "description", "product_price", "update_time")}
@@ -40,6 +40,13 @@ def test_the_newest_change_per_key_wins_by_binlog_position_not_arrival():
     assert newest == {"1": ("u", "binlog.000001:000000000000030:000000"),
                       "2": ("d", "binlog.000001:000000000000020:000000"),
                       "3": ("c", "binlog.000001:000000000000007:000000")}
+
+
+def test_a_column_added_in_the_middle_of_a_batch_is_among_its_fields_whatever_the_arrival_order():
+    batch = changes(("u", "2", 40, product("2", "1.00", email="a@b")), ("u", "1", 10, product("1", "1.00")),
+                    ("d", "3", 50, None), ("u", "4", 20, product("4", "2.00")))
+    assert after_fields(batch) == {*product("1", "1"), "email"}
+    assert after_fields(changes(("d", "3", 50, None))) == set()
 
 
 def test_after_images_take_the_table_types_and_a_value_that_does_not_fit_reads_null():
