@@ -100,7 +100,8 @@ def run_one(settings: Settings, system: System, rate: float, duration: float, pr
     """One system at one rate (module docstring)."""
     tag = f"{time.strftime('%Y%m%d%H%M%S')}_{abs(hash(system.name)) % 10_000:04d}"
     topic, table = f"peers_{tag}", f"bench.peers_{tag}"
-    admin_client(settings).create_topics([NewTopic(topic, settings.kafka.clicks_partitions, 1)])[topic].result()
+    admin = admin_client(settings)  # held while its future resolves: a collected client fails it
+    admin.create_topics([NewTopic(topic, settings.kafka.clicks_partitions, 1)])[topic].result()
     log = settings.run_dir / "logs" / f"bench-peers-{tag}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     process = system.start(settings, topic, table, log)
