@@ -21,6 +21,7 @@ import json
 import logging
 import threading
 import time
+from typing import Any
 
 import pymysql
 from confluent_kafka import Producer
@@ -109,6 +110,7 @@ class Capture:
         self.producer = self._new_producer()
         self.failures: list = []
         self._published = 0
+        self._counted: dict[tuple[str, str], Any] = {}  # EVENTS children: labels() per row was 4 % of a snapshot
         self.accept_ddl = accept_ddl
         with connect(settings) as conn, conn.cursor() as cur:
             cur.execute("SELECT VERSION()")
@@ -160,7 +162,10 @@ class Capture:
         self._published += 1
         if self._published % 500 == 0:  # delivery reports; per record it cost a snapshot ~10 % of its time
             self.producer.poll(0)
-        EVENTS.labels(table, record["op"]).inc()
+        counter = self._counted.get((table, record["op"]))
+        if counter is None:
+            counter = self._counted[(table, record["op"])] = EVENTS.labels(table, record["op"])
+        counter.inc()
 
     def checkpoint(self, position: dict) -> None:
         """Make everything published so far durable, then record the position after it."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from confluent_kafka import KafkaError, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from lakehouse import kafka_clients
 from lakehouse.errors import LakehouseError, TransientError
@@ -97,7 +97,7 @@ class SchemaWatch:
         self.settings = settings
         self._seen = -1
         self._latest: dict[str, SchemaRecord] = {}
-        self._admin = None  # kept once the topic exists: a new client each batch was ~50 ms of every batch
+        self._admin: AdminClient | None = None  # kept once the topic exists: a new client each batch was ~50 ms of every batch
 
     def latest(self) -> dict[str, SchemaRecord]:
         topic = self.settings.cdc_schema_topic
