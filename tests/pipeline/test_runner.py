@@ -49,7 +49,7 @@ def test_a_fatal_error_stops_the_loop_at_once_and_a_transient_one_is_retried(tmp
     import threading
 
     from lakehouse.settings import load_settings
-    from pipeline.cdc.apply import EnvelopeError
+    from pipeline.cdc.changes import EnvelopeError
     from pipeline.runner import _loop
 
     settings = load_settings()

@@ -11,7 +11,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from pipeline.cdc.apply import CHANGE_SCHEMA
+from pipeline.cdc.changes import CHANGE_SCHEMA
 from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
 from pipeline.cdc.upsert import DimensionWriter, after_fields, after_images, newest_per_key
 from pipeline.kafka_source import offsets as kafka_offsets

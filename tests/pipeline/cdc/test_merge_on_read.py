@@ -15,7 +15,7 @@ import pytest
 from pyiceberg.manifest import DataFileContent
 
 from lakehouse.catalog import pyiceberg_catalog
-from pipeline.cdc.apply import CHANGE_SCHEMA
+from pipeline.cdc.changes import CHANGE_SCHEMA
 from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
 from pipeline.cdc.expiry import KEEP_AT_LEAST
 from pipeline.cdc.fold import FoldPolicy

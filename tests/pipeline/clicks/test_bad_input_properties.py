@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loadgen.events import click_event
-from pipeline.cdc.apply import EnvelopeError, parse_changes
+from pipeline.cdc.changes import EnvelopeError, parse_changes
 from pipeline.clicks import validate
 from pipeline.clicks.evolution import SchemaChangeNeeded, Shape
 from pipeline.clicks.validate import Invalid, Limits, classify, parse_batch
