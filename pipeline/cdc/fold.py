@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,9 @@ from pipeline.cdc.row_delta import RowDelta, write_data_file, write_position_del
 from pipeline.pyiceberg_tables import CachedTransaction
 
 log = logging.getLogger(__name__)
+
+#: delete files a fold writes at once
+WRITERS = 8
 
 
 @dataclass(frozen=True)
@@ -121,11 +125,18 @@ def fold(table, index: KeyIndex, policy: FoldPolicy) -> None:
                 delta.add(written)
                 moves.append((slots[part][order.to_numpy()], written.file_path, rows.num_rows))
             kept = [f for f in data if f.file_path not in rewritten]
-            for file, gone in _deleted_positions(index, kept):
-                delta.add(write_position_deletes(
-                    tx.table_metadata, table.io, table.location_provider(),
-                    pa.table({"file_path": pa.array([file.file_path] * len(gone), pa.string()),
-                              "pos": pa.array(gone, pa.int64())})))
+            metadata, locations = tx.table_metadata, table.location_provider()
+
+            def deletes_of(item: tuple[DataFile, np.ndarray]) -> DataFile:
+                file, gone = item
+                return write_position_deletes(metadata, table.io, locations, pa.table({
+                    "file_path": pa.array([file.file_path] * len(gone), pa.string()), "pos": pa.array(gone, pa.int64())}))
+
+            # one small file per kept data file with deleted rows (~60 at 10 M rows): written side by side, each is
+            # mostly an object-store round trip; one after another they were seconds in which no batch committed
+            with ThreadPoolExecutor(WRITERS, thread_name_prefix="fold") as pool:
+                for written_deletes in pool.map(deletes_of, _deleted_positions(index, kept)):
+                    delta.add(written_deletes)
     for slots, path, count in moves:
         index.move(slots, index.number(path), np.arange(count))
     log.info("dims: folded %s: %d files rewritten (%d rows), %d delete files replaced, in %.2fs",
