@@ -23,6 +23,7 @@ from deploy.local.services.broker import Broker
 from deploy.local.services.mariadb import connect, create_source_database
 from lab.bench.freshness import first_visible, quantiles
 from lab.bench.ingest import commit_rate
+from lab.bench.scratch import discard
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
@@ -51,6 +52,12 @@ def bench_settings(settings: Settings, tag: str) -> Settings:
     s.catalog.products_table = f"bench.products_{tag}"
     s.catalog.members_table = f"bench.members_{tag}"
     return s
+
+
+def discard_cdc_world(s: Settings) -> None:
+    """The run's database, CDC topics and dimension tables (``lab.bench.scratch``)."""
+    discard(s, [s.catalog.products_table, s.catalog.members_table],
+            [s.cdc_topic(t) for t in s.cdc_tables] + [s.cdc_position_topic], s.mariadb.database)
 
 
 def write_changes(s: Settings, rate: float, duration: float, tick: float = 0.02, name: str = "bench") -> int:
@@ -118,11 +125,12 @@ def start_job_process(s: Settings, job: str, log_path: Path) -> subprocess.Popen
     env = {**os.environ, **settings_env(s, with_secrets=True),
            f"LAKEHOUSE_METRICS__{port_setting}": str(_free_port(s.metrics.host))}
     with log_path.open("ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "cli.main", "run", job, "--log-level", "warning"],
+        return subprocess.Popen([sys.executable, "-m", "cli.main", "run", job, "--log-level", "info"],
                                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def run(settings: Settings, rate: float, duration: float, progress=print) -> CdcBenchResult:
+def run(settings: Settings, rate: float, duration: float, progress=print, keep: bool = False) -> CdcBenchResult:
+    """The run on a database, topics and tables of its own, removed at the end unless ``keep``."""
     s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"))
     create_source_database(s, s.mariadb.database)
     Broker(s).bootstrap()
@@ -169,4 +177,6 @@ def run(settings: Settings, rate: float, duration: float, progress=print) -> Cdc
             capture.kill()
     p50, p95 = freshness(s, s.catalog.products_table, since_ms)
     spark.stop()
+    if not keep:
+        discard_cdc_world(s)
     return CdcBenchResult(rate, duration, changes, applied, commit_rate(samples), p50, p95)

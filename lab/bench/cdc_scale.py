@@ -33,7 +33,7 @@ import psutil
 
 from deploy.local.services.broker import Broker
 from deploy.local.services.mariadb import connect, create_source_database
-from lab.bench.cdc import bench_settings, start_job_process
+from lab.bench.cdc import bench_settings, discard_cdc_world, start_job_process
 from lab.bench.freshness import MarkedFreshness, quantiles
 from lab.bench.ingest import commit_rate
 from lab.bench.process_cpu import CpuMeter, service_cpu, tree_cpu_seconds
@@ -281,7 +281,7 @@ def _note_bytes_added(table, since_ms: int, added: dict[int, int]) -> None:
 
 
 def run(settings: Settings, members: int, rate: float, duration: float, progress=print,
-        engines: tuple[str, ...] = ("duckdb", "spark", "trino"), chaos: bool = False) -> ScaleResult:
+        engines: tuple[str, ...] = ("duckdb", "spark", "trino"), chaos: bool = False, keep: bool = False) -> ScaleResult:
     """The whole benchmark (module docstring); ``chaos``: kill -9 the capture and the apply job, each once
     during the snapshot and once during the changes, restarting them; the readers must still agree."""
     s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"))
@@ -323,6 +323,8 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
     progress("reading the table back through " + ", ".join(("mariadb", *engines)))
     result.fingerprints = member_fingerprints(s, engines)
     result.sample_differences = member_sample_differences(s, sorted(set(writer.touched[-2000:])), engines)
+    if not keep:
+        discard_cdc_world(s)
     return result
 
 

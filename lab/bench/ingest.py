@@ -27,6 +27,7 @@ from deploy.local.services.broker import admin_client
 from lab.bench.freshness import clicks as clicks_freshness
 from lab.bench.process_cpu import CpuMeter, process_cpu_seconds, service_cpu, tree_cpu_seconds
 from lab.bench.rate_producer import produce_at_rate
+from lab.bench.scratch import discard
 from lakehouse import kafka_clients
 from lakehouse.settings import Settings
 from pipeline.clicks.job import ClickIngestJob
@@ -125,7 +126,9 @@ def _produce(s: Settings, rate: float, seconds: float) -> int:
     return int(done.stdout.split()[1])
 
 
-def run(settings: Settings, rate: float, duration: float, out_dir: Path, progress=print) -> IngestBenchResult:
+def run(settings: Settings, rate: float, duration: float, out_dir: Path, progress=print,
+        keep: bool = False) -> IngestBenchResult:
+    """The run on a topic and tables of its own, removed at the end unless ``keep`` (``lab.bench.scratch``)."""
     tag = time.strftime("%Y%m%d%H%M%S")
     s = bench_settings(settings, tag)
     partitions = s.kafka.clicks_partitions
@@ -182,6 +185,8 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
     mean = total / count if count else float("nan")
     spark.stop()
     ceiling = raw_ceiling(s, s.kafka.clicks_topic, partitions, out_dir)
+    if not keep:
+        discard(s, [s.catalog.clicks_table, s.catalog.dead_letter_table], [s.kafka.clicks_topic])
     per_million = {part: seconds / in_run * 1e6 for part, seconds in cpu.items()} if in_run else {}
     return IngestBenchResult(rate, duration, produced, committed, commit_rate(samples), p50, p95, p99,
                              int(count), mean, ceiling, finished - began - samples[-1][0], in_run / duration,

@@ -29,6 +29,8 @@ def ingest(
     rate: Annotated[float, typer.Option(help="Events per second to produce.")] = 10_000,
     duration: Annotated[float, typer.Option(help="Seconds to produce for (the goal is stated for 600).")] = 60,
     record: Annotated[bool, typer.Option(help="Also append the figures as dated rows to docs/benchmarks.md.")] = False,
+    keep: Annotated[bool, typer.Option(help="Keep the run's own topic(s), tables (and database) afterwards, to look "
+                                            "at them; by default they are removed once the figures are read.")] = False,
 ) -> None:
     """Sustained events/s and freshness p50/p95/p99 of the click pipeline, vs a Spark-less raw ceiling."""
     from lab.bench.ingest import run, save
@@ -40,7 +42,7 @@ def ingest(
     began = time.monotonic()
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)  # so Prometheus sees the run
-        result = run(settings, rate, duration, out, progress=console.log)
+        result = run(settings, rate, duration, out, progress=console.log, keep=keep)
     print_figures(f"ingest benchmark: {rate:,.0f} events/s for {duration:.0f}s", [
         ("events produced", f"{result.produced:,}"),
         ("events committed", f"{result.committed:,}"),
@@ -198,6 +200,8 @@ def cdc(
     chaos: Annotated[bool, typer.Option(help="With --members: kill -9 the capture and the apply job once during "
                                              "the snapshot and once during the changes (each restarted); every "
                                              "reader must still equal MariaDB.")] = False,
+    keep: Annotated[bool, typer.Option(help="Keep the run's own topic(s), tables (and database) afterwards, to look "
+                                            "at them; by default they are removed once the figures are read.")] = False,
 ) -> None:
     """Sustained changes/s and apply freshness p50/p95 (database commit -> visible in Iceberg).
 
@@ -210,7 +214,7 @@ def cdc(
     if members:
         from lab.commands.bench_cdc import cdc_at_scale  # deferred: the at-scale run pulls in DuckDB, Spark, Trino
 
-        cdc_at_scale(settings, rate, duration, members, tuple(e for e in engines.split(",") if e), chaos)
+        cdc_at_scale(settings, rate, duration, members, tuple(e for e in engines.split(",") if e), chaos, keep)
         return
     from lab.bench.cdc import run
     from pipeline.metrics import serve
@@ -218,7 +222,7 @@ def cdc(
     began = time.monotonic()
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)  # so Prometheus sees the run
-        result = run(settings, rate, duration, progress=console.log)
+        result = run(settings, rate, duration, progress=console.log, keep=keep)
     print_figures(f"CDC benchmark: {rate:,.0f} changes/s for {duration:.0f}s", [
         ("changes written", f"{result.changes:,}"),
         ("sustained changes/s (applied while the load ran)", f"{result.sustained_cps:,.0f}"),
