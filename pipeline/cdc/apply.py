@@ -113,6 +113,8 @@ class DimensionApplyJob(KafkaBatchJob):
 
     def close(self) -> None:
         self._threads.shutdown(wait=True)
+        for writer in self.writers.values():
+            writer.close()
         self.planner.close()
 
     def write(self, batch: Batch) -> int:

@@ -101,52 +101,124 @@ def _to_rewrite(data: list[DataFile], index: KeyIndex, policy: FoldPolicy) -> li
     return chosen
 
 
-def fold(table, index: KeyIndex, policy: FoldPolicy) -> None:
-    """One folding commit on ``table`` (see the module); updates ``index`` once it committed."""
+@dataclass(frozen=True)
+class FoldPlan:
+    """What a fold rewrites, fixed when it starts; the rows are named by their keys' hashes, not by index slots
+    (new keys inserted into the index while the fold runs move the slots)."""
+
+    metadata: object  # the table's metadata at the start: schema, spec and properties for the files it writes
+    rewrite: list[DataFile]
+    old_deletes: list[DataFile]
+    paths: dict[int, str]  # file number -> path, of the files rewritten
+    numbers: np.ndarray  # the live rows of those files at the start: (file number, position), by file then position
+    positions: np.ndarray
+    a: np.ndarray  # and their keys' hashes
+    b: np.ndarray
+    kept_deletes: list[tuple[DataFile, np.ndarray]]  # each kept file's positions deleted at the start
+    began: float
+
+
+@dataclass(frozen=True)
+class WrittenFold:
+    """The files a fold wrote; for each new data file its rows' keys and where they were at the start, in file
+    order."""
+
+    data: list[tuple[DataFile, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # file, a, b, start number, position
+    deletes: list[DataFile]
+
+
+def plan_fold(table, index: KeyIndex, policy: FoldPolicy) -> FoldPlan | None:
+    """The fold due now (``_to_rewrite``), or None when there is nothing to fold."""
     began = time.monotonic()
     entries = live_files(table)
     data = [e.data_file for e in entries if e.data_file.content == DataFileContent.DATA]
     old_deletes = [e.data_file for e in entries if e.data_file.content != DataFileContent.DATA]
     rewrite = _to_rewrite(data, index, policy)
+    if not rewrite and not old_deletes:
+        return None
     rewritten = {f.file_path for f in rewrite}
-    moves: list[tuple[np.ndarray, str, int]] = []  # (slots, new file path, rows) applied after the commit
+    slots, numbers, positions = index.rows_in([index.number(f.file_path) for f in rewrite])
+    kept = [f for f in data if f.file_path not in rewritten]
+    return FoldPlan(table.metadata, rewrite, old_deletes, {index.number(f.file_path): f.file_path for f in rewrite},
+                    numbers, positions, index.a[slots], index.b[slots], _deleted_positions(index, kept), began)
+
+
+def write_fold(plan: FoldPlan, io, location_provider, key: str, target_rows: int) -> WrittenFold:
+    """The fold's files (nothing committed): the live rows sorted by key into files of ``target_rows``, and one
+    file-scoped delete file per kept file with deleted rows. Touches neither the table nor the index, so the
+    writer's batches go on committing while it runs (``DimensionWriter``)."""
+    schema = plan.metadata.schema().as_arrow()
+    data = []
+    for chunk in range(0, len(plan.numbers), target_rows):
+        part = slice(chunk, chunk + target_rows)
+        rows = _live_rows(io, plan.paths, schema, plan.numbers[part], plan.positions[part])
+        order = pc.sort_indices(rows, [(key, "ascending")])
+        taken = order.to_numpy()
+        written = write_data_file(plan.metadata, io, rows.take(order))
+        data.append((written, plan.a[part][taken], plan.b[part][taken], plan.numbers[part][taken],
+                     plan.positions[part][taken]))
+
+    def deletes_of(item: tuple[DataFile, np.ndarray]) -> DataFile:
+        file, gone = item
+        return write_position_deletes(plan.metadata, io, location_provider, pa.table({
+            "file_path": pa.array([file.file_path] * len(gone), pa.string()), "pos": pa.array(gone, pa.int64())}))
+
+    # one small file per kept data file with deleted rows (~60 at 10 M rows): written side by side, each is
+    # mostly an object-store round trip
+    with ThreadPoolExecutor(WRITERS, thread_name_prefix="fold-deletes") as pool:
+        deletes = list(pool.map(deletes_of, plan.kept_deletes))
+    return WrittenFold(data, deletes)
+
+
+def commit_fold(table, index: KeyIndex, plan: FoldPlan, written: WrittenFold) -> None:
+    """One ``replace`` commit of a written fold, and the index moved to the new files.
+
+    Rows a batch changed or deleted after the fold started are stale in the new files: their key no longer
+    points where it did at the start. They get a position delete in the same commit, so the table holds the same
+    rows before and after it. A file the fold removes that is no longer live (another writer replaced it) fails
+    the commit (``RowDelta``); the caller then drops the fold.
+    """
+    moved, stale = [], []
+    for file, a, b, numbers, positions in written.data:
+        slots = index.slots(a, b)
+        found = slots >= 0
+        here = np.zeros(len(slots), dtype=bool)
+        here[found] = (index.file[slots[found]] == numbers[found]) & (index.pos[slots[found]] == positions[found])
+        moved.append((file, slots[here], np.flatnonzero(here)))
+        if not here.all():
+            stale.append((file.file_path, np.flatnonzero(~here)))
     with CachedTransaction(table) as tx:
         delta = RowDelta(tx, table.io, {}, rewrite=True, same_rows=True)
         with delta:
-            for file in rewrite + old_deletes:
+            for file in plan.rewrite + plan.old_deletes:
                 delta.remove(file)
-            slots, numbers, positions = index.rows_in([index.number(f.file_path) for f in rewrite])
-            key = table.schema().find_column_name(table.schema().identifier_field_ids[0])
-            for chunk in range(0, len(slots), policy.target_rows):
-                part = slice(chunk, chunk + policy.target_rows)
-                rows = _live_rows(table, index, numbers[part], positions[part])
-                order = pc.sort_indices(rows, [(key, "ascending")])
-                written = write_data_file(tx.table_metadata, table.io, rows.take(order))
-                delta.add(written)
-                moves.append((slots[part][order.to_numpy()], written.file_path, rows.num_rows))
-            kept = [f for f in data if f.file_path not in rewritten]
-            metadata, locations = tx.table_metadata, table.location_provider()
-
-            def deletes_of(item: tuple[DataFile, np.ndarray]) -> DataFile:
-                file, gone = item
-                return write_position_deletes(metadata, table.io, locations, pa.table({
-                    "file_path": pa.array([file.file_path] * len(gone), pa.string()), "pos": pa.array(gone, pa.int64())}))
-
-            # one small file per kept data file with deleted rows (~60 at 10 M rows): written side by side, each is
-            # mostly an object-store round trip; one after another they were seconds in which no batch committed
-            with ThreadPoolExecutor(WRITERS, thread_name_prefix="fold") as pool:
-                for written_deletes in pool.map(deletes_of, _deleted_positions(index, kept)):
-                    delta.add(written_deletes)
-    for slots, path, count in moves:
-        index.move(slots, index.number(path), np.arange(count))
-    log.info("dims: folded %s: %d files rewritten (%d rows), %d delete files replaced, in %.2fs",
-             table.name(), len(rewrite), len(slots), len(old_deletes), time.monotonic() - began)
+            for file, *_ in written.data:
+                delta.add(file)
+            for file in written.deletes:
+                delta.add(file)
+            if stale:
+                delta.add(write_position_deletes(tx.table_metadata, table.io, table.location_provider(), pa.table({
+                    "file_path": pa.array([path for path, rows in stale for _ in rows], pa.string()),
+                    "pos": pa.array(np.concatenate([rows for _, rows in stale]), pa.int64())})))
+    for file, slots, rows in moved:
+        index.move(slots, index.number(file.file_path), rows)
+    log.info("dims: folded %s: %d files rewritten (%d rows, %d changed while folding), %d delete files replaced, "
+             "in %.2fs", table.name(), len(plan.rewrite), len(plan.numbers), sum(len(r) for _, r in stale),
+             len(plan.old_deletes), time.monotonic() - plan.began)
 
 
-def _live_rows(table, index: KeyIndex, numbers: np.ndarray, positions: np.ndarray) -> pa.Table:
+def fold(table, index: KeyIndex, policy: FoldPolicy) -> None:
+    """One folding commit on ``table``, start to end (see the module); updates ``index`` once it committed."""
+    plan = plan_fold(table, index, policy)
+    if plan is None:
+        return
+    key = table.schema().find_column_name(table.schema().identifier_field_ids[0])
+    commit_fold(table, index, plan, write_fold(plan, table.io, table.location_provider(), key, policy.target_rows))
+
+
+def _live_rows(io, paths: dict[int, str], schema: pa.Schema, numbers: np.ndarray, positions: np.ndarray) -> pa.Table:
     """The rows at (file number, position), in that order (grouped by file, as ``rows_in`` gives them)."""
-    schema = table.schema().as_arrow()
-    parts = [read_by_field_id(table.io, index.files[number], schema).take(pa.array(positions[numbers == number]))
+    parts = [read_by_field_id(io, paths[number], schema).take(pa.array(positions[numbers == number]))
              for number in dict.fromkeys(numbers.tolist())]
     return pa.concat_tables(parts) if parts else schema.empty_table()
 

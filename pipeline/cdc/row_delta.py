@@ -139,6 +139,10 @@ class RowDelta(_FastAppendFiles):
                 for entry in manifest.fetch_manifest_entry(io=self._io, discard_deleted=True):
                     side = gone if entry.data_file.file_path in self._removed else kept
                     side[manifest.content].append(entry)
+            found = {e.data_file.file_path for entries in gone.values() for e in entries}
+            if found != self._removed:  # another writer replaced it: removing nothing would double its rows
+                raise CommitFailedException(f"{len(self._removed - found)} of the files this commit removes are no "
+                                            "longer in the table; it is planned again from the new head")
         return existing + self._write(ManifestContent.DATA, added, kept[ManifestContent.DATA],
                                       gone[ManifestContent.DATA]) \
             + self._write(ManifestContent.DELETES, added_deletes, kept[ManifestContent.DELETES],

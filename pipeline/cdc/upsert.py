@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -22,11 +23,12 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 
 from lakehouse.errors import TransientError
 from pipeline.cdc.expiry import expire_old_snapshots
-from pipeline.cdc.fold import FoldPolicy, fold
+from pipeline.cdc.fold import FoldPlan, FoldPolicy, WrittenFold, commit_fold, fold, plan_fold, write_fold
 from pipeline.cdc.key_index import ABSENT, KeyIndex
 from pipeline.cdc.live_rows import FileCounts, live_files, read_index
 from pipeline.cdc.row_delta import RowDelta, write_data_file, write_position_deletes
@@ -169,15 +171,23 @@ class DimensionWriter:
     """
 
     def __init__(self, catalog, table: str, key: str, columns: dict[str, str], whole_table_rows: int = 50_000,
-                 policy: FoldPolicy | None = None, renames: dict[str, str] | None = None):
+                 policy: FoldPolicy | None = None, renames: dict[str, str] | None = None, background_folds: bool = True):
         self.catalog, self.name, self.key, self.columns = catalog, table, key, dict(columns)
         self.renames = renames or {}
         self.whole_table_rows = whole_table_rows
         self.policy = policy or FoldPolicy()
+        # one fold at a time, written beside the batches (``_fold_step``); off: each fold runs inside the batch's
+        # apply() that made it due, start to end (the tests that count files after each batch)
+        self._folder = ThreadPoolExecutor(1, thread_name_prefix="fold") if background_folds else None
+        self._folding: tuple[FoldPlan, Future] | None = None
         self.reload()
 
     def reload(self) -> None:
-        """Read the table's current metadata and where each key lives (its rows too, when it is small)."""
+        """Read the table's current metadata and where each key lives (its rows too, when it is small).
+
+        A fold being written is dropped: its plan names file numbers of the index read before.
+        """
+        self._drop_fold()
         self.table = self.catalog.load_table(self.name)
         self.schema = self.table.schema().as_arrow()
         self.index: KeyIndex | None = read_index(self.table, self.key)
@@ -218,6 +228,7 @@ class DimensionWriter:
                 columns = {**self.columns, **({c.column: c.source for c in evolve.changes} if evolve else {})}
                 images = after_images(newest, columns, evolve.arrow if evolve else self.schema)
                 if self.rows is not None and len(self.rows) + len(upserted) <= self.whole_table_rows:
+                    self._drop_fold()
                     self.rows = self._replace(batch_keys, upserted, images, properties, evolve)
                     self.index = None
                 else:
@@ -227,12 +238,66 @@ class DimensionWriter:
                     self.schema, self.columns = evolve.arrow, columns
                     log.warning("dims: %s follows its source: %s", self.name,
                                 ", ".join(f"{c.action} {c.column} {c.type}" for c in evolve.changes))
-        if self.rows is None and self.counts.due(self.policy):
-            self.fold()
+        if self.rows is None:
+            self._fold_step()
 
+    def _fold_step(self) -> None:
+        """Between batches: commit the fold written meanwhile, or start the one now due.
+
+        Why in the background: a fold rewrites up to ``max_rewrite_rows`` rows; run inside a batch it
+        was seconds in which no change committed (at 10 M rows, apply freshness p95 5.0-5.7 s against
+        1.3 s at p50). Written beside the batches it costs them only its CPU; its commit, between two
+        batches, is one small delete file (the rows they changed meanwhile) and the manifests.
+        """
+        if self._folding is not None:
+            plan, written = self._folding
+            if written.done():
+                self._folding = None
+                self._commit_fold(plan, written.result())
+        elif self.counts.due(self.policy):
+            if self._folder is None:
+                self.fold()
+                return
+            plan = plan_fold(self.table, self._index(), self.policy)
+            if plan is None:
+                self.counts.since_fold = 0
+                return
+            self._folding = (plan, self._folder.submit(write_fold, plan, self.table.io, self.table.location_provider(),
+                                                       self.key, self.policy.target_rows))
+
+    def _commit_fold(self, plan: FoldPlan, written: WrittenFold) -> None:
+        try:
+            commit_fold(self.table, self._index(), plan, written)
+        except (CommitFailedException, ValidationException) as exc:  # another writer came first: fold again later
+            log.info("dims: fold of %s dropped (%s); the next one is planned from the new head", self.name, exc)
+            self.reload()
+            return
+        self.counts = FileCounts.of(live_files(self.table), self.policy)
+        expire_old_snapshots(self.table)
+
+    def wait_for_fold(self) -> None:
+        """Until the fold being written (if any) is committed (tests, and a clean stop)."""
+        if self._folding is not None:
+            plan, written = self._folding
+            self._folding = None
+            self._commit_fold(plan, written.result())
+
+    def _drop_fold(self) -> None:
+        folding, self._folding = getattr(self, "_folding", None), None
+        if folding is not None:
+            folding[1].cancel()
+
+    def close(self) -> None:
+        """Stop folding; a fold being written is dropped (its files are never committed: maintenance's orphan
+        cleanup removes them)."""
+        self._drop_fold()
+        if self._folder is not None:
+            self._folder.shutdown(wait=True, cancel_futures=True)
 
     def fold(self) -> None:
-        """Fold small files and delete files now (``pipeline.cdc.fold``); a lost race only postpones it."""
+        """Fold small files and delete files now, start to end (``pipeline.cdc.fold``); a lost race only
+        postpones it."""
+        self._drop_fold()
         for attempt in commit_attempts():
             with attempt:
                 if attempt.retry_state.attempt_number > 1:

@@ -61,9 +61,11 @@ def members(settings):
     return s, dimensions(s)["user_member"].table
 
 
-def writer_for(s, table: str, fold_files: int = 1000) -> DimensionWriter:
+def writer_for(s, table: str, fold_files: int = 1000, background_folds: bool = False) -> DimensionWriter:
+    """Folds inside the batch that made them due (the default here: tests count files after each batch)."""
     return DimensionWriter(pyiceberg_catalog(s), table, "userid", COLUMNS, whole_table_rows=0,
-                           policy=FoldPolicy(fold_files=fold_files, target_rows=2_000, tier_fan_in=min(fold_files, 8)))
+                           policy=FoldPolicy(fold_files=fold_files, target_rows=2_000, tier_fan_in=min(fold_files, 8)),
+                           background_folds=background_folds)
 
 
 def levels(table) -> dict[str, int]:
@@ -205,3 +207,29 @@ def test_a_fold_writes_each_file_sorted_by_key_in_small_row_groups(members):
     assert written == sorted(keys) and groups == 10
     writer.apply(changes.batch(("u", keys[0], 7), ("d", keys[1], None)), changes.props())
     assert levels(table.refresh()) == changes.state  # the index followed the rows to their sorted places
+
+
+def test_batches_commit_while_a_fold_is_written_and_the_rows_they_change_do_not_come_back(members, spark):
+    """The fold starts after batch 3 and commits after a later one; the batches between it update, delete and
+    re-insert rows of the files it rewrites: those rows are stale in its files and deleted in its commit."""
+    s, name = members
+    changes, writer = Changes(), writer_for(*members, fold_files=3, background_folds=True)
+    writer.apply(changes.batch(*(("r", f"k{i}", 0) for i in range(3000))), changes.props())
+    writer.apply(changes.batch(*(("u", f"k{i}", 1) for i in range(0, 3000, 20))), changes.props())
+    writer.apply(changes.batch(*(("d", f"k{i}", None) for i in range(5, 3000, 20))), changes.props())
+    assert writer._folding is not None  # due after three batches: being written now
+    plan = writer._folding[0]
+    writer.apply(changes.batch(("u", "k0", 7), ("d", "k1", None), ("d", "k20", None), ("c", "k20", 8),
+                               ("c", "k5", 9), ("u", "k2999", 6)), changes.props())
+    writer.wait_for_fold()
+    writer.apply(changes.batch(("u", "k3", 4)), changes.props())
+    table = writer.catalog.load_table(name)
+    folds = [snap for snap in table.snapshots() if snap.summary and snap.summary.operation.value == "replace"]
+    assert len(folds) == 1 and plan.rewrite  # one fold, which rewrote files
+    assert levels(table) == changes.state
+    assert sorted((r.userid, r.member_level) for r in spark.sql(f"SELECT userid, member_level FROM {name}").collect()) \
+        == sorted(changes.state.items())
+    restarted = writer_for(*members)  # the index read from the files agrees with the one kept through the fold
+    assert len(restarted.index) == len(changes.state)
+    restarted.apply(changes.batch(("u", "k0", 1)), changes.props())
+    assert levels(restarted.table) == changes.state
