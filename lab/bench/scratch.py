@@ -32,7 +32,8 @@ def discard(s: Settings, tables: list[str], topics: list[str], database: str | N
         except Exception as exc:  # noqa: BLE001 - a table the run never made, or a store hiccup: say it, go on
             problems.append(f"table {name}: {exc}")
     if topics:
-        for topic, future in admin_client(s).delete_topics(topics, operation_timeout=30).items():
+        admin = admin_client(s)  # held while its futures resolve: a collected client fails them (_DESTROY)
+        for topic, future in admin.delete_topics(topics, operation_timeout=30).items():
             try:
                 future.result()
             except Exception as exc:  # noqa: BLE001 - e.g. a topic the run never made

@@ -22,7 +22,8 @@ def test_discard_drops_the_runs_database_topics_tables_and_their_files(settings)
     tag = uuid.uuid4().hex[:8]
     database, topic, table = f"shop_bench_{tag}", f"bench_{tag}", f"bench.scratch_{tag}"
     create_source_database(settings, database)
-    admin_client(settings).create_topics([NewTopic(topic, 1, 1)])[topic].result()
+    admin = admin_client(settings)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
     catalog = pyiceberg_catalog(settings)
     catalog.create_namespace_if_not_exists("bench")
     iceberg = catalog.create_table(table, pa.schema([("k", pa.string())]))
@@ -37,7 +38,7 @@ def test_discard_drops_the_runs_database_topics_tables_and_their_files(settings)
     with pytest.raises(NoSuchTableError):
         catalog.load_table(table)
     assert s3_client(settings).list_objects_v2(Bucket=url.netloc, Prefix=url.path.lstrip("/") + "/")["KeyCount"] == 0
-    assert topic not in admin_client(settings).list_topics(timeout=10).topics
+    assert topic not in admin.list_topics(timeout=10).topics
     with pytest.raises(pymysql.err.OperationalError):
         connect(settings, database=database).close()
 
