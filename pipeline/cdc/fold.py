@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.manifest import DataFile, DataFileContent
+from pyiceberg.table.metadata import TableMetadata
 
 from pipeline.cdc.key_index import KeyIndex
 from pipeline.cdc.live_rows import live_files, read_by_field_id
@@ -106,7 +107,7 @@ class FoldPlan:
     """What a fold rewrites, fixed when it starts; the rows are named by their keys' hashes, not by index slots
     (new keys inserted into the index while the fold runs move the slots)."""
 
-    metadata: object  # the table's metadata at the start: schema, spec and properties for the files it writes
+    metadata: TableMetadata  # the table's metadata at the start: schema, spec and properties for the files it writes
     rewrite: list[DataFile]
     old_deletes: list[DataFile]
     paths: dict[int, str]  # file number -> path, of the files rewritten

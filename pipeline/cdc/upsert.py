@@ -258,12 +258,12 @@ class DimensionWriter:
             if self._folder is None:
                 self.fold()
                 return
-            plan = plan_fold(self.table, self._index(), self.policy)
-            if plan is None:
+            due = plan_fold(self.table, self._index(), self.policy)
+            if due is None:
                 self.counts.since_fold = 0
                 return
-            self._folding = (plan, self._folder.submit(write_fold, plan, self.table.io, self.table.location_provider(),
-                                                       self.key, self.policy.target_rows))
+            self._folding = (due, self._folder.submit(write_fold, due, self.table.io, self.table.location_provider(),
+                                                      self.key, self.policy.target_rows))
 
     def _commit_fold(self, plan: FoldPlan, written: WrittenFold) -> None:
         try:
