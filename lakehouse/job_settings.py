@@ -23,8 +23,17 @@ class PipelineSettings(BaseModel):
                     "commit per table; maintenance merges the small files.")
     max_records_per_partition: int = Field(200_000, ge=1, description="Back-pressure cap per partition per batch.")
     dimension_refresh_seconds: float = Field(
-        10.0, ge=0, description="How old the click job's snapshot of the product and member dimensions may get "
-                                "before a batch reads them again (0: every batch).")
+        10.0, ge=0, description="How old the product and member values a click is enriched with may get: the "
+                                "click job's snapshot of a small dimension is read again, and a looked-up key's "
+                                "cached value expires, after this long (0: every batch).")
+    dimension_lookup_rows: int = Field(
+        100_000, ge=0, description="A dimension whose source table holds more rows than this is looked up per batch "
+                                   "by key in the source database, through a bounded cache in each Python worker, "
+                                   "instead of read whole and broadcast (docs/performance.md, 'Enrichment at real "
+                                   "size'). 0: always look up.")
+    dimension_cache_rows: int = Field(
+        100_000, ge=0, description="Keys each Python worker keeps per looked-up dimension (least recently used go "
+                                   "first; 0: no cache).")
     on_offsets_expired: Literal["fail", "earliest"] = "fail"
     schema_policy: Literal["evolve", "strict", "ignore"] = Field(
         "evolve", description="ClickEvent fields beyond the contract (lakehouse/contracts/clickevent.schema.json): "

@@ -26,9 +26,9 @@ import pymysql
 from deploy.local.services.mariadb import connect
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
-from loadgen.key_space import MEMBER_BASE, PRODUCT_BASE, member_key, product_key
+from loadgen.key_space import MEMBER_BASE, PRODUCT_BASE, KeySpace, member_key, product_key
 
-__all__ = ["LoadResult", "load_table", "member_key", "product_key"]
+__all__ = ["LoadResult", "check_loaded", "load_table", "member_key", "product_key"]
 
 CHUNK_ROWS = 1_000_000
 
@@ -84,3 +84,18 @@ def load_table(settings: Settings, table: str, rows: int, database: str | None =
                                  (str(path),))
             progress(stop)
     return LoadResult(table, rows, added, time.monotonic() - began)
+
+
+def check_loaded(settings: Settings, space: KeySpace) -> None:
+    """Refuse a ``loadgen.key_space.KeySpace`` the source database does not hold: clicks would name members and
+    products no dimension has, and a benchmark of enrichment would measure nulls."""
+    wanted = [("user_member", "userid", member_key(space.members - 1), space.members, "--members"),
+              ("products", "productId", product_key(space.products - 1), space.products, "--products")]
+    missing = []
+    with connect(settings, database=settings.mariadb.database) as conn, conn.cursor() as cur:
+        for table, key, last, count, option in wanted:
+            if count and not cur.execute(f"SELECT 1 FROM `{table}` WHERE `{key}` = %s", (last,)):
+                missing.append(f"{option} {count}")
+    if missing:
+        raise LakehouseError(f"the source database {settings.mariadb.database!r} does not hold the keys asked for; "
+                             f"load them first: lakehouse load dims {' '.join(missing)}")

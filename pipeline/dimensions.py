@@ -13,6 +13,10 @@ enriched with the dimension values the lakehouse held when it was processed. A f
 re-read keeps the previous snapshot and says so. With ``dimension_refresh_seconds=0``
 every batch reads the tables itself (what the tests use), and after a failed batch
 ``invalidate`` makes the next batch read them afresh before it runs.
+
+A dimension whose source table holds more than ``dimension_lookup_rows`` rows (a real shop's
+members) is not read whole: the snapshot carries a ``LookupSpec`` instead, and each batch looks
+its keys up in the source database through a bounded cache (``pipeline.dimension_lookup``).
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 import pyarrow as pa
+import pymysql
 from pyspark import InheritableThread
 
-from lakehouse.settings import Settings
+from lakehouse.settings import Settings, secret
+from pipeline.dimension_lookup import LookupSpec, lookup, source_rows
 
 log = logging.getLogger(__name__)
 
@@ -36,22 +41,30 @@ ENRICHED_FIELDS = [("name", pa.string()), ("product_price", pa.decimal128(10, 4)
 
 @dataclass(frozen=True)
 class Dimensions:
-    """productId -> (name, price) and uid -> member level, as read at ``read_at``."""
+    """productId -> (name, price) and uid -> (member level,), as read at ``read_at``; a dimension too large to
+    hold is a ``LookupSpec`` instead, looked up per batch."""
 
-    products: dict[str, tuple[str | None, Decimal | None]] = field(default_factory=dict)
-    members: dict[str, int | None] = field(default_factory=dict)
+    products: dict[str, tuple] | LookupSpec = field(default_factory=dict)
+    members: dict[str, tuple] | LookupSpec = field(default_factory=dict)
     read_at: float = 0.0
+
+
+def _values(dimension: dict[str, tuple] | LookupSpec, keys: list) -> dict:
+    """The dimension's values for ``keys``: the held dictionary itself, or the batch's keys looked up."""
+    if isinstance(dimension, dict):
+        return dimension
+    return lookup(dimension, (k for k in keys if k is not None))
 
 
 def enrich_batch(parsed: pa.RecordBatch, dims: Dimensions) -> pa.RecordBatch:
     """Append name, product_price and member_level; unknown keys (and dead letters) get nulls, as in the seed."""
-    no_product = (None, None)
-    products = [dims.products.get(p, no_product) if p is not None else no_product
-                for p in parsed.column("productId").to_pylist()]
-    levels = [dims.members.get(u) if u is not None else None for u in parsed.column("uid").to_pylist()]
-    arrays = [pa.array([p[0] for p in products], pa.string()),
-              pa.array([p[1] for p in products], pa.decimal128(10, 4)),
-              pa.array(levels, pa.int32())]
+    product_ids, uids = parsed.column("productId").to_pylist(), parsed.column("uid").to_pylist()
+    products, members = _values(dims.products, product_ids), _values(dims.members, uids)
+    found = [products.get(p) if p is not None else None for p in product_ids]
+    levels = [members.get(u) if u is not None else None for u in uids]
+    arrays = [pa.array([p[0] if p else None for p in found], pa.string()),
+              pa.array([p[1] if p else None for p in found], pa.decimal128(10, 4)),
+              pa.array([m[0] if m else None for m in levels], pa.int32())]
     schema = parsed.schema
     for name, kind in ENRICHED_FIELDS:
         schema = schema.append(pa.field(name, kind))
@@ -71,14 +84,49 @@ class DimensionCache:
         self._read_at = 0.0
         self._stop = threading.Event()
         self._refresher: threading.Thread | None = None
+        self._lookups: dict[str, bool] = {}  # source table -> looked up (vs read whole), as last decided
+        self._unsized: set[str] = set()  # tables whose size the database did not give at the last refresh
 
     def read(self) -> Dimensions:
-        """Both tables now, to the driver (a failed read raises here, before anything is swapped)."""
+        """Both dimensions now, to the driver (a failed read raises here, before anything is swapped): a small one
+        read whole from the lake, a large one as the spec of its lookups."""
         cat = self.settings.catalog
-        products = self.spark.table(cat.products_table).select("productId", "name", "product_price").collect()
-        members = self.spark.table(cat.members_table).select("userid", "member_level").collect()
-        return Dimensions({r.productId: (r.name, r.product_price) for r in products},
-                          {r.userid: r.member_level for r in members}, time.time())
+        products: dict[str, tuple] | LookupSpec | None = self._large("products", "productId", ("name", "product_price"))
+        if products is None:
+            rows = self.spark.table(cat.products_table).select("productId", "name", "product_price").collect()
+            products = {r.productId: (r.name, r.product_price) for r in rows}
+        members: dict[str, tuple] | LookupSpec | None = self._large("user_member", "userid", ("memberLevel",))
+        if members is None:
+            rows = self.spark.table(cat.members_table).select("userid", "member_level").collect()
+            members = {r.userid: (r.member_level,) for r in rows}
+        return Dimensions(products, members, time.time())
+
+    def _large(self, table: str, key: str, columns: tuple[str, ...]) -> LookupSpec | None:
+        """The lookup spec of a source table above ``dimension_lookup_rows``, else None (read it whole).
+
+        Sized from the database's own estimate (information_schema), at every refresh: a table
+        loaded with millions of rows switches to lookups at the next one. When the database
+        does not answer, the last decision stands (whole, before the first).
+        """
+        s, pipe = self.settings, self.settings.pipeline
+        spec = LookupSpec(s.mariadb.host, s.mariadb.port, s.mariadb.cdc_user,
+                          secret(s.mariadb.cdc_password, "mariadb.cdc_password"), s.mariadb.database, table, key,
+                          columns, pipe.dimension_cache_rows, self.refresh_seconds)
+        try:
+            large = pipe.dimension_lookup_rows == 0 or source_rows(spec) > pipe.dimension_lookup_rows
+            self._unsized.discard(table)
+        except pymysql.err.Error as exc:
+            large = self._lookups.get(table, False)
+            if table not in self._unsized:  # once, not at every refresh
+                log.warning("dimension %s: the source database did not say its size (%s); %s until it does", table,
+                            (str(exc).splitlines() or [""])[0][:200],
+                            "looking keys up" if large else "reading it whole from the lake")
+            self._unsized.add(table)
+        if large != self._lookups.get(table):
+            log.info("dimension %s: %s", table, "looked up per batch in the source database" if large
+                     else "read whole from the lake and broadcast")
+        self._lookups[table] = large
+        return spec if large else None
 
     def _swap(self, dims: Dimensions) -> None:
         fresh = self.spark.sparkContext.broadcast(dims)

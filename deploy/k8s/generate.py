@@ -77,7 +77,8 @@ def mysql_server_config(settings: Settings) -> str:
     """Row binlog with full images and GTIDs: what the CDC capture needs from MySQL 8."""
     return (f"# {HEADER}\n[mysqld]\nserver-id={settings.mariadb.server_id}\nlog-bin=mysql-bin\n"
             + settings.mariadb.binlog_config_lines()
-            + "gtid_mode=ON\nenforce_gtid_consistency=ON\n")
+            + "gtid_mode=ON\nenforce_gtid_consistency=ON\n"
+            + f"innodb_buffer_pool_size={settings.mariadb.buffer_pool_mb}M\n")
 
 
 def scrape_policy(settings: Settings) -> dict:

@@ -26,17 +26,14 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import psutil
 
 from deploy.local.services.broker import Broker
 from deploy.local.services.mariadb import connect, create_source_database
 from lab.bench.cdc import bench_settings, discard_cdc_world, start_job_process
 from lab.bench.freshness import MarkedFreshness, quantiles
 from lab.bench.ingest import commit_rate
-from lab.bench.process_cpu import CpuMeter, service_cpu, tree_cpu_seconds
+from lab.bench.process_cpu import CpuMeter, PeakRss, service_cpu, tree_cpu_seconds
 from lab.reconcile import member_fingerprints, member_sample_differences
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import LakehouseError
@@ -107,29 +104,6 @@ class ScaleResult:
     @property
     def write_amplification(self) -> float:
         return self.bytes_per_change / self.row_bytes if self.row_bytes else float("nan")
-
-
-class PeakRss:
-    """The highest resident memory each watched process reached, sampled twice a second."""
-
-    def __init__(self, pids: Callable[[], dict[str, int]]):
-        self.pids, self.peak = pids, {name: 0 for name in pids()}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            for name, pid in self.pids().items():
-                try:
-                    self.peak[name] = max(self.peak[name], psutil.Process(pid).memory_info().rss)
-                except psutil.NoSuchProcess:
-                    pass
-
-    def stop(self) -> dict[str, float]:
-        self._stop.set()
-        self._thread.join()
-        return {name: rss / 2**20 for name, rss in self.peak.items()}
 
 
 class MemberChanges:

@@ -9,6 +9,7 @@ all (confluent-kafka + pyarrow), which says what the machine could do at best.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -25,7 +26,14 @@ from prometheus_client import REGISTRY
 
 from deploy.local.services.broker import admin_client
 from lab.bench.freshness import clicks as clicks_freshness
-from lab.bench.process_cpu import CpuMeter, process_cpu_seconds, service_cpu, tree_cpu_seconds
+from lab.bench.process_cpu import (
+    CpuMeter,
+    PeakRss,
+    process_cpu_seconds,
+    python_workers,
+    service_cpu,
+    tree_cpu_seconds,
+)
 from lab.bench.rate_producer import produce_at_rate
 from lab.bench.scratch import discard
 from lakehouse import kafka_clients
@@ -53,6 +61,8 @@ class IngestBenchResult:
     #: CPU seconds per million events of the measured run, by part: the pipeline (driver, JVM, Python
     #: workers), the load generator, and the services it used (broker, object store, metastore)
     cpu_per_million: dict[str, float] = field(default_factory=dict)
+    #: peak resident memory (MiB) of the driver, the JVM (driver and executor: local mode) and the Python workers
+    peak_rss_mb: dict[str, float] = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
@@ -119,16 +129,19 @@ def warm_up(job, settings: Settings, events: int = 2000, timeout: float = 120.0,
 WARM_UP_S = 20.0
 
 
-def _produce(s: Settings, rate: float, seconds: float) -> int:
+def _produce(s: Settings, rate: float, seconds: float, keys: str = "") -> int:
     """Events a rate producer process sent (its own process: in this one it would share the driver's GIL)."""
     done = subprocess.run([sys.executable, "-m", "lab.bench.rate_producer", "--rate", str(rate), "--duration",
-                           str(seconds), "--topic", s.kafka.clicks_topic], capture_output=True, text=True, check=True)
+                           str(seconds), "--topic", s.kafka.clicks_topic, "--keys", keys],
+                          capture_output=True, text=True, check=True)
     return int(done.stdout.split()[1])
 
 
 def run(settings: Settings, rate: float, duration: float, out_dir: Path, progress=print,
-        keep: bool = False) -> IngestBenchResult:
-    """The run on a topic and tables of its own, removed at the end unless ``keep`` (``lab.bench.scratch``)."""
+        keep: bool = False, keys: str = "") -> IngestBenchResult:
+    """The run on a topic and tables of its own, removed at the end unless ``keep`` (``lab.bench.scratch``);
+    ``keys``: the events' key space (``loadgen.key_space``), e.g. the members and products `lakehouse load dims`
+    loaded into the source database."""
     tag = time.strftime("%Y%m%d%H%M%S")
     s = bench_settings(settings, tag)
     partitions = s.kafka.clicks_partitions
@@ -143,7 +156,7 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
     # Not counted: the first half-minute at full rate compiles the hot path (JIT) and ran at p95 7.4 s
     # where the minutes after held 1.7-2.3 s (docs/performance.md, "Third round").
     progress(f"warming up at {rate:,.0f} events/s for {WARM_UP_S:.0f}s (not counted)")
-    warm.sent += _produce(s, rate, WARM_UP_S)
+    warm.sent += _produce(s, rate, WARM_UP_S, keys)
     deadline = time.monotonic() + 120
     while committed_total(job, s.kafka.clicks_topic) < warm.sent and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -151,10 +164,11 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
     since_ms = int(time.time() * 1000)
     meter = _cpu_meter(spark, s)
     meter.start()
+    memory = _memory_meter(spark)
     began = time.monotonic()
     producer = subprocess.Popen(
         [sys.executable, "-m", "lab.bench.rate_producer", "--rate", str(rate), "--duration", str(duration),
-         "--topic", s.kafka.clicks_topic], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "--topic", s.kafka.clicks_topic, "--keys", keys], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     samples = []  # (seconds since start, events committed) while the producer runs
     while producer.poll() is None:
         samples.append((time.monotonic() - began, committed_total(job, s.kafka.clicks_topic)))
@@ -173,6 +187,7 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
         time.sleep(0.5)
     finished = time.monotonic()
     cpu = meter.stop()
+    peak_rss = memory.stop()
     cpu["load generator"] = _producer_cpu(stdout)
     stop.set()
     loop.join(120)
@@ -190,7 +205,15 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
     per_million = {part: seconds / in_run * 1e6 for part, seconds in cpu.items()} if in_run else {}
     return IngestBenchResult(rate, duration, produced, committed, commit_rate(samples), p50, p95, p99,
                              int(count), mean, ceiling, finished - began - samples[-1][0], in_run / duration,
-                             per_million)
+                             per_million, peak_rss)
+
+
+def _memory_meter(spark) -> PeakRss:
+    """Peak memory by part: this process (the driver), its Spark JVM, and the JVM's Python workers together."""
+    jvm = getattr(spark.sparkContext._gateway, "proc", None)
+    return PeakRss(lambda: {"driver (Python)": os.getpid(),
+                            **({"JVM (driver and executor)": jvm.pid, "Python workers": python_workers(jvm.pid)}
+                               if jvm is not None else {})})
 
 
 def _cpu_meter(spark, s: Settings) -> CpuMeter:

@@ -1,4 +1,5 @@
-"""CPU seconds used by a process tree: which process took the cores in a soak window.
+"""CPU seconds used by a process tree, and the peak memory of processes: which process took the cores in a soak
+window, and how much memory each part of a benchmark held.
 
 A window's freshness moves with who else was running; wall seconds per maintenance action
 (the soak's ``compact_s``) miss what the maintenance JVM burns between actions (health
@@ -9,6 +10,7 @@ since it may be the stack's process rather than the soak's child.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import psutil
@@ -85,3 +87,46 @@ def service_cpu(port: int) -> Callable[[], float]:
         pid = listening_pid(port)
         return tree_cpu_seconds(pid) if pid else 0.0
     return read
+
+
+class PeakRss:
+    """The highest resident memory each watched part reached, sampled twice a second. ``pids()`` names each
+    part's process, or its processes (their RSS summed at each sample: a pool of Python workers)."""
+
+    def __init__(self, pids: Callable[[], dict[str, int | list[int]]]):
+        self.pids, self.peak = pids, {name: 0 for name in pids()}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            for name, pids in self.pids().items():
+                total = 0
+                for pid in pids if isinstance(pids, list) else [pids]:
+                    try:
+                        total += psutil.Process(pid).memory_info().rss
+                    except psutil.NoSuchProcess:
+                        pass
+                self.peak[name] = max(self.peak.get(name, 0), total)
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        self._thread.join()
+        return {name: rss / 2**20 for name, rss in self.peak.items()}
+
+
+def python_workers(jvm_pid: int, module: str = "pipeline.python_daemon") -> list[int]:
+    """The Spark JVM's Python worker processes (its daemon and the workers it forked)."""
+    try:
+        children = psutil.Process(jvm_pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    out = []
+    for child in children:
+        try:
+            if module in " ".join(child.cmdline()):
+                out.append(child.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return out

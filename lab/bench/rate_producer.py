@@ -82,11 +82,14 @@ def main(
     duration: float = typer.Option(10, help="Seconds to produce for."),
     bad_share: float = typer.Option(0.0, help="Share of deliberately bad events (0-1)."),
     topic: str = typer.Option(None, help="Topic (default: the click topic from settings)."),
+    keys: str = typer.Option("", help="Where uid and productId come from: members=N,products=M[,skew=S,unknown=U] "
+                                      "(`lakehouse load dims`); empty: the seed's keys."),
 ) -> None:
     """Produce ClickEvents at a fixed rate and report the rate achieved."""
 
     settings = load_settings()
-    report = produce_at_rate(settings.kafka.bootstrap, topic or settings.kafka.clicks_topic, rate, duration, bad_share)
+    report = produce_at_rate(settings.kafka.bootstrap, topic or settings.kafka.clicks_topic, rate, duration, bad_share,
+                             keys=KeySpace.parse(keys) if keys else SEED)
     typer.echo(f"produced {report.sent} events ({report.bad} bad) in {report.seconds:.1f}s = "
                f"{report.achieved_rate:,.0f}/s (target {rate:,.0f}/s), {report.failed} failed, "
                f"cpu {process_cpu_seconds():.2f}s")

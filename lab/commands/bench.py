@@ -17,7 +17,7 @@ from lab.commands.common import run_report
 from lakehouse.settings import REPO_ROOT, results_path
 
 #: what the click benchmarks read and write: topics, tables, the catalog
-CLICK_STACK = ("kafka", "s3", "metastore")
+CLICK_STACK = ("kafka", "s3", "metastore", "mariadb")  # the click job sizes its dimensions in the source
 
 
 app = typer.Typer(help="Benchmarks on the local stack; figures are printed and saved under results/.",
@@ -31,8 +31,17 @@ def ingest(
     record: Annotated[bool, typer.Option(help="Also append the figures as dated rows to docs/benchmarks.md.")] = False,
     keep: Annotated[bool, typer.Option(help="Keep the run's own topic(s), tables (and database) afterwards, to look "
                                             "at them; by default they are removed once the figures are read.")] = False,
+    keys: Annotated[str, typer.Option(
+        help="Draw uid and productId from dimensions loaded with `lakehouse load dims`: members=N,products=M"
+             "[,skew=S,unknown=U] (Zipf skew over products; a tenth unknown by default). Empty: the seed's keys.")]
+        = "",
 ) -> None:
-    """Sustained events/s and freshness p50/p95/p99 of the click pipeline, vs a Spark-less raw ceiling."""
+    """Sustained events/s and freshness p50/p95/p99 of the click pipeline, vs a Spark-less raw ceiling.
+
+    With --keys against real-size dimensions (issue 41), also the peak memory of the driver, the JVM and the
+    Python workers. Example: lakehouse load dims --members 10000000 --products 1000000, then
+    lakehouse bench ingest --rate 10000 --duration 300 --keys members=10000000,products=1000000,skew=1.1
+    """
     from lab.bench.ingest import run, save
     from pipeline.metrics import serve
 
@@ -42,7 +51,12 @@ def ingest(
     began = time.monotonic()
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)  # so Prometheus sees the run
-        result = run(settings, rate, duration, out, progress=console.log, keep=keep)
+        if keys:
+            from loadgen.dimensions import check_loaded
+            from loadgen.key_space import KeySpace
+
+            check_loaded(settings, KeySpace.parse(keys))
+        result = run(settings, rate, duration, out, progress=console.log, keep=keep, keys=keys)
     print_figures(f"ingest benchmark: {rate:,.0f} events/s for {duration:.0f}s", [
         ("events produced", f"{result.produced:,}"),
         ("events committed", f"{result.committed:,}"),
@@ -56,6 +70,7 @@ def ingest(
         ("raw ceiling events/s (Kafka -> Parquet, no Spark)", f"{result.raw_ceiling_eps:,.0f}"),
         ("pipeline / raw ceiling", f"{result.ratio:.0%}"),
         *((f"CPU s per million events: {part}", f"{seconds:,.1f}") for part, seconds in result.cpu_per_million.items()),
+        *((f"peak memory (MiB): {part}", f"{mib:,.0f}") for part, mib in result.peak_rss_mb.items()),
     ])
     console.print(f"saved {save(result, out)}")
     if record:

@@ -77,7 +77,7 @@ class MariaDB(Service):
             f"server_id={m.server_id}\nlog_bin={self.data_dir / 'db' / 'binlog'}\n"
             + m.binlog_config_lines() +
             "expire_logs_days=7\ngtid_strict_mode=ON\n"
-            "innodb_buffer_pool_size=64M\nperformance_schema=OFF\nskip-name-resolve\n"
+            f"innodb_buffer_pool_size={m.buffer_pool_mb}M\nperformance_schema=OFF\nskip-name-resolve\n"
             "character-set-server=utf8mb4\ncollation-server=utf8mb4_general_ci\n"
             "default-time-zone='+00:00'\n"
         )
