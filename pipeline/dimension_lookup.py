@@ -68,9 +68,12 @@ class KeyLookup:
             found: dict[str, tuple | None] = {}
             missing = []
             for key in set(keys):
-                if self.cache is not None and key in self.cache:
+                if self.cache is None:
+                    missing.append(key)
+                    continue
+                try:
                     found[key] = self.cache[key]
-                else:
+                except KeyError:  # not cached, or expired just now: `in` then [ ] (cachetools' get) races the TTL
                     missing.append(key)
             fetched = self._fetch(missing) if missing else {}
             for key in missing:

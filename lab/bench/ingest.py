@@ -225,6 +225,7 @@ def _cpu_meter(spark, s: Settings) -> CpuMeter:
         "broker": service_cpu(s.kafka.port),
         "object store": service_cpu(s.s3.port),
         "metastore": service_cpu(s.metastore.port),
+        "source database (lookups of large dimensions)": service_cpu(s.mariadb.port),
     })
 
 

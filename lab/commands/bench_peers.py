@@ -26,8 +26,9 @@ def peers(
     from rich.table import Table
 
     from lab.bench.peers import result_line, run, spark_structured_streaming, this_pipeline
+    from lab.commands.bench import CLICK_STACK
 
-    settings = stack_settings_or_exit("kafka", "s3", "metastore")
+    settings = stack_settings_or_exit(*CLICK_STACK)
     systems = ([this_pipeline()] if pipeline else []) + [
         spark_structured_streaming(float(t)) for t in spark_triggers.split(",") if t.strip()]
     with friendly_errors():
