@@ -42,6 +42,24 @@ def reader(bootstrap: str, purpose: str, extra: dict[str, Any] | None = None, lo
     })
 
 
+def read_values(consumer: Consumer, topic: str, start: int, end: int, timeout_s: float) -> list[bytes]:
+    """The values at offsets ``start`` up to ``end`` of partition 0 of ``topic`` (fewer if its end comes first, or
+    ``timeout_s`` runs out: the caller says what that means). For the small logs the CDC capture keeps."""
+    consumer.assign([TopicPartition(topic, 0, start)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    while start + len(values) < end and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if (error := msg.error()) is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                break
+            continue
+        values.append(msg.value() or b"")
+    return values
+
+
 def producer(bootstrap: str, linger_ms: int, extra: dict[str, Any] | None = None, log_level: int = ERRORS) -> Producer:
     """An idempotent producer that waits up to ``linger_ms`` to fill a batch."""
     return Producer({

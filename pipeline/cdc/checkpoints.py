@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from typing import cast
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -48,17 +47,8 @@ def read_checkpoint(settings: Settings) -> dict | None:
             return None  # no position topic yet: nothing was ever captured
         if high <= low:
             return None  # nothing ever checkpointed
-        consumer.assign([TopicPartition(tp.topic, 0, max(low, high - 50))])
-        last, deadline = None, time.monotonic() + 15
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if (error := msg.error()) is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    break
-                continue
-            last = json.loads(cast(bytes, msg.value()))
+        values = kafka_clients.read_values(consumer, tp.topic, max(low, high - 50), high, 15)
+        last = json.loads(values[-1]) if values else None
         if last is None:
             raise PositionUnreadable(f"{tp.topic} holds checkpoints {low}..{high - 1} but none could be read "
                                      f"within 15s (broker restarting?)")

@@ -10,11 +10,9 @@ change never arrives before the schema that describes it.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
-from typing import cast
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from lakehouse import kafka_clients
@@ -62,22 +60,11 @@ def read_all(settings: Settings, timeout_s: float = 15.0) -> list[SchemaRecord]:
             return []
         if high <= low:
             return []
-        consumer.assign([TopicPartition(tp.topic, 0, low)])
-        records: list[SchemaRecord] = []
-        deadline = time.monotonic() + timeout_s
-        while len(records) < high - low:
-            if time.monotonic() > deadline:
-                raise SchemaUnreadable(f"{tp.topic}: read {len(records)} of {high - low} schema records in "
-                                       f"{timeout_s:.0f}s (broker restarting?)")
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if (error := msg.error()) is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    break
-                continue
-            records.append(SchemaRecord.from_json(cast(bytes, msg.value())))
-        return records
+        values = kafka_clients.read_values(consumer, tp.topic, low, high, timeout_s)
+        if len(values) < high - low:
+            raise SchemaUnreadable(f"{tp.topic}: read {len(values)} of {high - low} schema records in "
+                                   f"{timeout_s:.0f}s (broker restarting?)")
+        return [SchemaRecord.from_json(value) for value in values]
     finally:
         consumer.close()
 
