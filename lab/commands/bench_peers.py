@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from typing import Annotated
 
 import typer
 
 from cli.common import console, friendly_errors, stack_settings_or_exit
+from lakehouse.settings import results_path
 
 
 def peers(
@@ -39,6 +42,10 @@ def peers(
         table.add_column(column, justify="left" if column == "system" else "right")
     for line in lines:
         table.add_row(*line.values())
-    console.print(table)
+    console.print(table, width=max(console.width, 160))  # whole names and figures, in a log file too
+    out = results_path("bench-peers")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench-peers.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
+    console.print(f"saved {out / 'bench-peers.json'}")
     if not all(r.exactly_once for r in results):
         raise typer.Exit(1)
