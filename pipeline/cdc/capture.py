@@ -152,7 +152,10 @@ class Capture:
     def publish(self, table: str, record: dict) -> None:
         row = record["after"] or record["before"]
         key = env.encode({k: row[k] for k in self.keys[table]})
-        value, topic = env.encode(record), self.settings.cdc_topic(table)
+        self._send(table, record["op"], key, env.encode(record))
+
+    def _send(self, table: str, op: str, key: bytes, value: bytes) -> None:
+        topic = self.settings.cdc_topic(table)
         while True:
             try:
                 self.producer.produce(topic, value, key=key, on_delivery=self._on_delivery)
@@ -162,9 +165,9 @@ class Capture:
         self._published += 1
         if self._published % 500 == 0:  # delivery reports; per record it cost a snapshot ~10 % of its time
             self.producer.poll(0)
-        counter = self._counted.get((table, record["op"]))
+        counter = self._counted.get((table, op))
         if counter is None:
-            counter = self._counted[(table, record["op"])] = EVENTS.labels(table, record["op"])
+            counter = self._counted[(table, op)] = EVENTS.labels(table, op)
         counter.inc()
 
     def checkpoint(self, position: dict) -> None:
@@ -198,13 +201,15 @@ class Capture:
             ts_ms = int(time.time() * 1000)
             total = 0
             for t_index, table in enumerate(self.tables):
+                envelopes = None
                 for names, values, last_of_table in self._table_rows(conn, table):
-                    last = t_index == len(self.tables) - 1 and last_of_table
-                    self.publish(table, env.envelope(
-                        "r", None, dict(zip(names, values)), connector=self.connector,
-                        name=self.settings.kafka.cdc_topic_prefix, db=self.db, table=table,
-                        server_id=self.settings.mariadb.server_id, ts_ms=ts_ms, gtid=None, file=file, pos=pos,
-                        row=total, snapshot="last" if last else "true"))
+                    if envelopes is None:
+                        envelopes = env.SnapshotEnvelopes(
+                            names, self.keys[table], connector=self.connector, name=self.settings.kafka.cdc_topic_prefix,
+                            db=self.db, table=table, server_id=self.settings.mariadb.server_id, ts_ms=ts_ms, file=file,
+                            pos=pos)
+                    key, value = envelopes.encode(values, total, t_index == len(self.tables) - 1 and last_of_table)
+                    self._send(table, "r", key, value)
                     total += 1
             cur.execute("COMMIT")
         position = {"file": file, "pos": pos, "snapshot_done": True, "gtid_set": gtid_set}

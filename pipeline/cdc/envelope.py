@@ -85,3 +85,33 @@ def encode(obj: dict) -> bytes:
 def order_key(source: dict) -> str:
     """A string that sorts changes in binlog order: file, position, row within the event."""
     return f"{source['file']}:{int(source['pos']):015d}:{int(source['row']):06d}"
+
+
+_PLAIN = (str, int, float, type(None))
+
+
+class SnapshotEnvelopes:
+    """One table's snapshot envelopes (op ``r``), encoded without building each one's dict.
+
+    The same JSON as ``envelope`` gives (keys in another order: "row" last in ``source``), but
+    the parts every row of the snapshot shares are encoded once, and a row's envelope is its
+    after-image spliced between them. Building and encoding a dict of ~20 fields a row was
+    about a sixth of the capture's time in a 10 M-row snapshot (profiled), and the capture, one
+    Python process, is what paces the snapshot.
+    """
+
+    def __init__(self, names: list[str], key: tuple[str, ...], *, connector: str, name: str, db: str, table: str,
+                 server_id: int, ts_ms: int, file: str, pos: int):
+        source = {"version": VERSION, "connector": connector, "name": name, "ts_ms": ts_ms, "db": db,
+                  "table": table, "server_id": server_id, "gtid": None, "file": file, "pos": pos,
+                  "thread": None, "query": None}
+        self._names, self._key = names, key
+        self._source = {last: b',"source":' + encode({**source, "snapshot": "last" if last else "true"})[:-1]
+                        + b',"row":' for last in (False, True)}
+
+    def encode(self, values: tuple, row: int, last: bool) -> tuple[bytes, bytes]:
+        """(Kafka key, envelope) of the snapshot's ``row``-th row, ``values`` in ``names`` order."""
+        after = dict(zip(self._names, [v if type(v) in _PLAIN else to_json_value(v) for v in values], strict=True))
+        key = encode({k: after[k] for k in self._key})
+        return key, b"".join((b'{"before":null,"after":', encode(after), self._source[last], str(row).encode(),
+                              b'},"op":"r","ts_ms":', str(int(time.time() * 1000)).encode(), b',"transaction":null}'))
