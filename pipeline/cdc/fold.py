@@ -227,15 +227,24 @@ def _live_rows(io, paths: dict[int, str], schema: pa.Schema, numbers: np.ndarray
 def _deleted_positions(index: KeyIndex, files: list[DataFile]) -> list[tuple[DataFile, np.ndarray]]:
     """Each file's positions that no live key points at (its deleted rows), for the files that have any.
 
-    One pass over the index for all of them (per file, it was a scan of the 10 M-key index each).
+    One pass over the index without a sort: each live row's position in the files laid end to end
+    (a table from file number to where its rows start), cleared in one mask. Through ``rows_in``
+    (a sort of every live row, ~9.5 M at 10 M keys) this took seconds of the batch that planned
+    the fold, the one batch a fold still delayed.
     """
-    numbers = [index.number(f.file_path) for f in files]
-    _, live_files, live_positions = index.rows_in(numbers)  # ordered by file number, then position
+    index.merge_fresh()
+    starts = np.full(len(index.files), -1, dtype=np.int64)
+    counts = np.array([f.record_count for f in files], dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    starts[[index.number(f.file_path) for f in files]] = offsets[:-1]
+    live = index.file >= 0
+    start = starts[index.file[live]]
+    kept = start >= 0
+    mask = np.ones(int(offsets[-1]), dtype=bool)
+    mask[start[kept] + index.pos[live][kept]] = False
     out = []
-    for file, number in zip(files, numbers, strict=True):
-        lo, hi = np.searchsorted(live_files, number, "left"), np.searchsorted(live_files, number, "right")
-        mask = np.ones(file.record_count, dtype=bool)
-        mask[live_positions[lo:hi]] = False
-        if mask.any():
-            out.append((file, np.flatnonzero(mask)))
+    for file, lo, hi in zip(files, offsets[:-1], offsets[1:], strict=True):
+        gone = np.flatnonzero(mask[lo:hi])
+        if len(gone):
+            out.append((file, gone))
     return out

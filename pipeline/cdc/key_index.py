@@ -154,7 +154,9 @@ class KeyIndex:
     def rows_in(self, file_numbers: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(slot, file number, position) of every live row in those files, ordered by file then position."""
         self.merge_fresh()
-        slots = np.flatnonzero(np.isin(self.file, np.asarray(file_numbers, dtype=np.int32)))
+        wanted = np.zeros(len(self.files) + 1, dtype=bool)  # one more: a deleted key's file -1 reads the last, False
+        wanted[np.asarray(file_numbers, dtype=np.int64)] = True
+        slots = np.flatnonzero(wanted[self.file])  # a table lookup per key: np.isin compared each with every number
         order = np.lexsort((self.pos[slots], self.file[slots]))
         slots = slots[order]
         return slots, self.file[slots], self.pos[slots]
