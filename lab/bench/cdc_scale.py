@@ -28,8 +28,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-import psutil
-
 from deploy.local.services.broker import Broker
 from deploy.local.services.mariadb import connect, create_source_database
 from lab.bench.cdc import bench_settings, discard_cdc_world, start_job_process
@@ -93,7 +91,6 @@ class ScaleResult:
     delete_files_end: int = 0
     data_files_end: int = 0
     apply_rss_mb: float = 0.0
-    fold_worker_rss_mb: float = 0.0  # the apply's fold process (pipeline/cdc/fold_worker.py), while changing
     reads_start: ReadCost | None = None
     reads_end: ReadCost | None = None
     #: (seconds into the changes, read cost then): whether the read cost levels off, not only where it ends
@@ -208,13 +205,6 @@ class CdcProcesses:
                 p.kill()
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
 def _applied(s: Settings) -> int:
     """Changes the member table has committed (offsets in its newest progress snapshot)."""
     table = pyiceberg_catalog(s).load_table(s.catalog.members_table)
@@ -321,7 +311,7 @@ def _wait_topic(s: Settings, target: int, processes: CdcProcesses) -> None:
 def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float, duration: float,
             processes: CdcProcesses, progress, chaos: bool) -> None:
     progress(f"writing {rate:,.0f} changes/s for {duration:.0f}s")
-    peaks = PeakRss(lambda: {"apply": processes.pids()["apply"], "fold worker": _children(processes.pids()["apply"])})
+    peaks = PeakRss(lambda: {"apply": processes.pids()["apply"]})
     meter = CpuMeter({"apply": lambda: tree_cpu_seconds(processes.pids()["apply"]),
                       "capture": lambda: tree_cpu_seconds(processes.pids()["capture"]),
                       "MariaDB": service_cpu(s.mariadb.port), "object store": service_cpu(s.s3.port),
@@ -361,8 +351,7 @@ def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float
     _note_bytes_added(table, since_ms, added)
     result.changes = written[0] if written else 0
     result.sustained_cps = commit_rate(samples)
-    changing = peaks.stop()
-    result.apply_rss_mb, result.fold_worker_rss_mb = changing["apply"], changing["fold worker"]
+    result.apply_rss_mb = peaks.stop()["apply"]
     result.bytes_per_change = sum(added.values()) / max(result.changes, 1)
     result.row_bytes = _changed_row_bytes(s)
     result.freshness_p50_s, result.freshness_p95_s = fresh.quantiles_s((50, 95))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -28,8 +28,7 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 
 from lakehouse.errors import TransientError
 from pipeline.cdc.expiry import expire_old_snapshots
-from pipeline.cdc.fold import FoldPlan, FoldPolicy, WrittenFold, commit_fold, fold, plan_fold
-from pipeline.cdc.fold_worker import FoldWorker
+from pipeline.cdc.fold import FoldPlan, FoldPolicy, WrittenFold, commit_fold, fold, plan_fold, write_fold
 from pipeline.cdc.key_index import ABSENT, KeyIndex
 from pipeline.cdc.live_rows import FileCounts, live_files, read_index
 from pipeline.cdc.row_delta import RowDelta, write_data_file, write_position_deletes
@@ -177,9 +176,9 @@ class DimensionWriter:
         self.renames = renames or {}
         self.whole_table_rows = whole_table_rows
         self.policy = policy or FoldPolicy()
-        # one fold at a time, written beside the batches by a process of its own (``_fold_step``); off: each fold
-        # runs inside the batch's apply() that made it due, start to end (the tests that count files per batch)
-        self._folder = FoldWorker() if background_folds else None
+        # one fold at a time, written beside the batches (``_fold_step``); off: each fold runs inside the batch's
+        # apply() that made it due, start to end (the tests that count files after each batch)
+        self._folder = ThreadPoolExecutor(1, thread_name_prefix="fold") if background_folds else None
         self._folding: tuple[FoldPlan, Future] | None = None
         self.reload()
 
@@ -254,17 +253,7 @@ class DimensionWriter:
             plan, written = self._folding
             if written.done():
                 self._folding = None
-                try:
-                    result = written.result()
-                except Exception as exc:  # noqa: BLE001 - its process died or a write failed: fold again later
-                    log.warning("dims: fold of %s failed while written (%s); the next one is planned in %d batches",
-                                self.name, (str(exc).splitlines() or [type(exc).__name__])[0][:200],
-                                self.policy.fold_files)
-                    if self._folder is not None:
-                        self._folder.reset()
-                    self.counts.since_fold = 0
-                    return
-                self._commit_fold(plan, result)
+                self._commit_fold(plan, written.result())
         elif self.counts.due(self.policy):
             if self._folder is None:
                 self.fold()
@@ -273,8 +262,8 @@ class DimensionWriter:
             if due is None:
                 self.counts.since_fold = 0
                 return
-            self._folding = (due, self._folder.submit(due, self.table.io, self.table.location_provider(), self.key,
-                                                      self.policy.target_rows))
+            self._folding = (due, self._folder.submit(write_fold, due, self.table.io, self.table.location_provider(),
+                                                      self.key, self.policy.target_rows))
 
     def _commit_fold(self, plan: FoldPlan, written: WrittenFold) -> None:
         try:
@@ -303,7 +292,7 @@ class DimensionWriter:
         cleanup removes them)."""
         self._drop_fold()
         if self._folder is not None:
-            self._folder.close()
+            self._folder.shutdown(wait=True, cancel_futures=True)
 
     def fold(self) -> None:
         """Fold small files and delete files now, start to end (``pipeline.cdc.fold``); a lost race only
