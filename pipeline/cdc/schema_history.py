@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from lakehouse import kafka_clients
@@ -89,11 +89,14 @@ class SchemaWatch:
     def latest(self) -> dict[str, SchemaRecord]:
         topic = self.settings.cdc_schema_topic
         try:
+            if self._admin is not None:
+                try:
+                    end = kafka_clients.list_offsets(self._admin, [(topic, 0)], OffsetSpec.latest())[(topic, 0)]
+                except KafkaException:  # e.g. FENCED_LEADER_EPOCH after a broker restart: its metadata is stale,
+                    self._admin = None  # and kept, it failed every batch after (the chaos suite); a new one below
             if self._admin is None:
                 end = kafka_clients.end_offsets(self.settings.kafka.bootstrap, topic).get(0, 0)
                 self._admin = kafka_clients.admin(self.settings.kafka.bootstrap)
-            else:
-                end = kafka_clients.list_offsets(self._admin, [(topic, 0)], OffsetSpec.latest())[(topic, 0)]
         except LakehouseError:  # no schema topic yet: a capture older than it, or not started
             return self._latest
         if end != self._seen:
