@@ -119,7 +119,7 @@ soak-cdc: install ## bench-cdc-scale for an hour: delete files bounded, point qu
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench cdc --members $(or $(MEMBERS),10000000) --rate $(or $(CDC_RATE),1000) --duration $(or $(CDC_DURATION),3600)
 
-bench-peers: install ## This pipeline beside Spark Structured Streaming, same workload (RATES=2000,10000,50000 DURATION=300; long)
+bench-peers: install ## This pipeline beside Spark Structured Streaming and the seed's Flink job, same workload (RATES=2000,10000,50000 DURATION=300; long)
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench peers --rates $(or $(RATES),2000,10000,50000) --duration $(or $(DURATION),300)
 

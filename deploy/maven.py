@@ -30,6 +30,8 @@ POM = JVM_DIR / "pom.xml"
 LOCK = JVM_DIR / "artifacts.sha256"
 #: every profile of the build file, in install order; the image needs only ``spark``
 PROFILES = ("spark", "spark-kafka", "kafka", "trino")
+#: profiles installed only by the command that needs them (the Flink peer of `make bench-peers`), not by `make install`
+ON_DEMAND_PROFILES = ("flink",)
 CLUSTER_PROFILES = ("spark",)
 TRINO_VERSION = "476"
 
@@ -143,7 +145,7 @@ def install_profile(profile: str, tools_dir: Path) -> bool:
     return True
 
 
-def lock_lines(tools_dir: Path, profiles: tuple[str, ...] = PROFILES) -> list[str]:
+def lock_lines(tools_dir: Path, profiles: tuple[str, ...] = PROFILES + ON_DEMAND_PROFILES) -> list[str]:
     """Fresh lock lines from what Maven resolves now (``--update-lock``): every profile re-resolved."""
     lines = []
     for profile in profiles:

@@ -19,6 +19,7 @@ the table alone:
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,12 +35,17 @@ from lab.bench.cdc import start_job_process
 from lab.bench.freshness import added_rows, quantiles
 from lab.bench.ingest import commit_rate
 from lab.bench.process_cpu import CpuMeter, tree_cpu_seconds
+from lab.bench.scratch import discard
+from lab.peers import flink_setup
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 from lakehouse.settings_env import settings_env
 
 WARM_UP_EVENTS = 2_000
+#: after the load stops, how long a system may take to commit what it was given; one that takes
+#: longer did not keep up at that rate (its row says how far behind; its freshness counts only what arrived)
+DRAIN_SECONDS = 180.0
 
 
 class PeerFailed(LakehouseError):
@@ -68,10 +74,16 @@ class PeerResult:
     snapshots_per_min: float
     rows: int
     distinct_offsets: int
+    caught_up: bool = True
 
     @property
     def exactly_once(self) -> bool:
         return self.rows == self.distinct_offsets == self.produced
+
+    @property
+    def sound(self) -> bool:
+        """Nothing doubled, and nothing lost by a system that caught up (one still behind may still be writing)."""
+        return self.rows == self.distinct_offsets and (self.exactly_once or not self.caught_up)
 
 
 def this_pipeline() -> System:
@@ -89,6 +101,21 @@ def spark_structured_streaming(trigger_seconds: float) -> System:
     return System(f"Spark Structured Streaming (trigger {trigger_seconds:g} s)", start)
 
 
+def flink(checkpoint_seconds: float, parallelism: int = 2) -> System:
+    """Seed 001's Flink job (``lab/peers/flink_job.py``) in a local mini-cluster, committing per checkpoint."""
+    def start(s: Settings, topic: str, table: str, log: Path) -> subprocess.Popen:
+        flink_setup.install(s.tools_dir)
+        with log.open("ab") as out:  # Flink SQL cannot declare days(event_time): the table is made first
+            subprocess.run([sys.executable, "-m", "lab.peers.click_table", table], check=True, stdout=out,
+                           stderr=subprocess.STDOUT, env={**os.environ, **settings_env(s, with_secrets=True)})
+            job = flink_setup.write_job(s, topic, table, checkpoint_seconds, parallelism)
+            return subprocess.Popen(
+                [str(flink_setup.python(s.tools_dir)), "-m", "lab.peers.flink_job", str(job)],
+                env={**os.environ, **flink_setup.environment(s.tools_dir), "FLINK_LOG_DIR": str(log.parent)},
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return System(f"Flink (checkpoint {checkpoint_seconds:g} s)", start)
+
+
 def _for(s: Settings, topic: str, table: str) -> Settings:
     s = s.model_copy(deep=True)
     s.kafka.clicks_topic, s.catalog.clicks_table = topic, table
@@ -96,8 +123,9 @@ def _for(s: Settings, topic: str, table: str) -> Settings:
     return s
 
 
-def run_one(settings: Settings, system: System, rate: float, duration: float, progress=print) -> PeerResult:
-    """One system at one rate (module docstring)."""
+def run_one(settings: Settings, system: System, rate: float, duration: float, progress=print,
+            keep: bool = False) -> PeerResult:
+    """One system at one rate (module docstring); its topic and tables are dropped after, unless ``keep``."""
     tag = f"{time.strftime('%Y%m%d%H%M%S')}_{abs(hash(system.name)) % 10_000:04d}"
     topic, table = f"peers_{tag}", f"bench.peers_{tag}"
     admin = admin_client(settings)  # held while its future resolves: a collected client fails it
@@ -121,12 +149,21 @@ def run_one(settings: Settings, system: System, rate: float, duration: float, pr
             time.sleep(1.0)
         in_run = int((producer.communicate()[0] or "produced 0").split()[1])
         sent += in_run
-        _wait_rows(settings, table, sent, max(300.0, duration), process, log)
+        caught_up = _wait_rows(settings, table, sent, DRAIN_SECONDS, process, log, must=False)
         samples.append((time.monotonic() - began, _rows(settings, table)))
         cpu = meter.stop()["system"]
     finally:
         _stop(process)
-    return _read_back(settings, system.name, table, rate, duration, since_ms, sent, in_run, cpu, samples)
+    result = _read_back(settings, system.name, table, rate, duration, since_ms, sent, in_run, cpu, samples)
+    result.caught_up = caught_up
+    if not keep:
+        catalog = pyiceberg_catalog(settings)
+        tables = [t for t in (table, f"{table}_dead") if catalog.table_exists(t)]  # only this pipeline makes _dead
+        for problem in discard(settings, tables, [topic]):
+            progress(problem)
+        for state in (settings.run_dir / "peers").glob(f"{table.replace('.', '_')}*"):  # checkpoints, job files
+            shutil.rmtree(state) if state.is_dir() else state.unlink()
+    return result
 
 
 def _read_back(s: Settings, name: str, table: str, rate: float, duration: float, since_ms: int, sent: int,
@@ -158,14 +195,19 @@ def _rows(s: Settings, table: str) -> int:
     return int(summary.get("total-records", 0))
 
 
-def _wait_rows(s: Settings, table: str, target: int, timeout: float, process: subprocess.Popen, log: Path) -> None:
+def _wait_rows(s: Settings, table: str, target: int, timeout: float, process: subprocess.Popen, log: Path,
+               must: bool = True) -> bool:
+    """Until ``table`` holds ``target`` rows: True; after ``timeout``, False (or PeerFailed if ``must``)."""
     deadline = time.monotonic() + timeout
     while _rows(s, table) < target:
         _check(process, log)
         if time.monotonic() > deadline:
+            if not must:
+                return False
             raise PeerFailed(f"{table} holds {_rows(s, table):,} of the {target:,} events produced after "
                              f"{timeout:.0f}s; see {log}")
         time.sleep(0.5)
+    return True
 
 
 def _check(process: subprocess.Popen, log: Path) -> None:
@@ -196,9 +238,9 @@ def _produce(s: Settings, topic: str, rate: float, duration: float) -> int:
 
 
 def run(settings: Settings, systems: list[System], rates: list[float], duration: float,
-        progress=print) -> list[PeerResult]:
+        progress=print, keep: bool = False) -> list[PeerResult]:
     """Every system at every rate, one after another on the same stack."""
-    return [run_one(settings, system, rate, duration, progress) for rate in rates for system in systems]
+    return [run_one(settings, system, rate, duration, progress, keep) for rate in rates for system in systems]
 
 
 def result_line(r: PeerResult) -> dict[str, str]:
@@ -206,5 +248,12 @@ def result_line(r: PeerResult) -> dict[str, str]:
     return {"system": r.system, "events/s": f"{r.rate:,.0f}", "p50 (s)": f"{r.p50_s:.2f}", "p95 (s)": f"{r.p95_s:.2f}",
             "p99 (s)": f"{r.p99_s:.2f}", "sustained/s": f"{r.sustained_eps:,.0f}",
             "CPU s / M events": f"{r.cpu_s_per_million:,.0f}", "files/min": f"{r.files_per_min:,.1f}",
-            "snapshots/min": f"{r.snapshots_per_min:,.1f}", "exactly once": "yes" if r.exactly_once else
-            f"NO ({r.rows:,} rows, {r.distinct_offsets:,} offsets, {r.produced:,} produced)"}
+            "snapshots/min": f"{r.snapshots_per_min:,.1f}", "exactly once": _once(r)}
+
+
+def _once(r: PeerResult) -> str:
+    if r.exactly_once:
+        return "yes"
+    if r.sound:
+        return f"did not keep up: {r.produced - r.rows:,} of {r.produced:,} not in {DRAIN_SECONDS:.0f}s, none doubled"
+    return f"NO ({r.rows:,} rows, {r.distinct_offsets:,} offsets, {r.produced:,} produced)"

@@ -1,4 +1,4 @@
-"""`lakehouse bench peers`: this pipeline beside Spark Structured Streaming (and the seed's Flink job), same run."""
+"""`lakehouse bench peers`: this pipeline beside Spark Structured Streaming and the seed's Flink job, same run."""
 
 from __future__ import annotations
 
@@ -18,7 +18,12 @@ def peers(
     spark_triggers: Annotated[str, typer.Option(
         help="Spark Structured Streaming's processing-time triggers in seconds: 60 is the Iceberg guide's, "
              "the shortest it sustains on this machine is found by trying shorter ones.")] = "60,5,1",
+    flink_checkpoints: Annotated[str, typer.Option(
+        help="Seed 001's Flink job's checkpoint intervals in seconds (it commits once per checkpoint): 3 is the "
+             "seed's; shorter ones find the shortest it sustains. Empty: no Flink. The first run installs "
+             "Flink's own Python environment and jars (~1 min).")] = "3,1",
     pipeline: Annotated[bool, typer.Option(help="Also run this pipeline (its default settings).")] = True,
+    keep: Annotated[bool, typer.Option(help="Keep each run's topic and table (to look at them after).")] = False,
 ) -> None:
     """The same workload through each system, one after another on the local stack: freshness p50/p95/p99,
     sustained events/s, CPU per million events, files and snapshots per minute, exactly once.
@@ -28,14 +33,15 @@ def peers(
     """
     from rich.table import Table
 
-    from lab.bench.peers import result_line, run, spark_structured_streaming, this_pipeline
+    from lab.bench.peers import flink, result_line, run, spark_structured_streaming, this_pipeline
     from lab.commands.bench import CLICK_STACK
 
     settings = stack_settings_or_exit(*CLICK_STACK)
     systems = ([this_pipeline()] if pipeline else []) + [
-        spark_structured_streaming(float(t)) for t in spark_triggers.split(",") if t.strip()]
+        spark_structured_streaming(float(t)) for t in spark_triggers.split(",") if t.strip()] + [
+        flink(float(c)) for c in flink_checkpoints.split(",") if c.strip()]
     with friendly_errors():
-        results = run(settings, systems, [float(r) for r in rates.split(",")], duration, progress=console.log)
+        results = run(settings, systems, [float(r) for r in rates.split(",")], duration, progress=console.log, keep=keep)
     table = Table(title=f"peers: {duration:.0f}s of load each, same stack, same topic contents")
     lines = [result_line(r) for r in results]
     for column in lines[0]:
@@ -47,5 +53,5 @@ def peers(
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench-peers.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
     console.print(f"saved {out / 'bench-peers.json'}")
-    if not all(r.exactly_once for r in results):
+    if not all(r.sound for r in results):
         raise typer.Exit(1)
