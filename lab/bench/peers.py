@@ -75,6 +75,8 @@ class PeerResult:
     rows: int
     distinct_offsets: int
     caught_up: bool = True
+    topic: str = ""  # the run's own topic and table (dropped after the run unless kept)
+    table: str = ""
 
     @property
     def exactly_once(self) -> bool:
@@ -155,7 +157,7 @@ def run_one(settings: Settings, system: System, rate: float, duration: float, pr
     finally:
         _stop(process)
     result = _read_back(settings, system.name, table, rate, duration, since_ms, sent, in_run, cpu, samples)
-    result.caught_up = caught_up
+    result.caught_up, result.topic, result.table = caught_up, topic, table
     if not keep:
         catalog = pyiceberg_catalog(settings)
         tables = [t for t in (table, f"{table}_dead") if catalog.table_exists(t)]  # only this pipeline makes _dead
