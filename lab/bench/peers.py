@@ -88,8 +88,14 @@ class PeerResult:
         return self.rows == self.distinct_offsets and (self.exactly_once or not self.caught_up)
 
 
-def this_pipeline() -> System:
-    return System("this pipeline", lambda s, topic, table, log: start_job_process(_for(s, topic, table), "clicks", log))
+def this_pipeline(trigger_seconds: float | None = None) -> System:
+    """`lakehouse run clicks` at its defaults, or at another micro-batch interval (``pipeline.trigger_seconds``)."""
+    def start(s: Settings, topic: str, table: str, log: Path) -> subprocess.Popen:
+        s = _for(s, topic, table)
+        if trigger_seconds is not None:
+            s.pipeline.trigger_seconds = trigger_seconds
+        return start_job_process(s, "clicks", log)
+    return System("this pipeline" + (f" (trigger {trigger_seconds:g} s)" if trigger_seconds is not None else ""), start)
 
 
 def spark_structured_streaming(trigger_seconds: float) -> System:

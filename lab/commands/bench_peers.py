@@ -23,6 +23,9 @@ def peers(
              "seed's; shorter ones find the shortest it sustains. Empty: no Flink. The first run installs "
              "Flink's own Python environment and jars (~1 min).")] = "3,1",
     pipeline: Annotated[bool, typer.Option(help="Also run this pipeline (its default settings).")] = True,
+    pipeline_triggers: Annotated[str, typer.Option(
+        help="Also run this pipeline at these micro-batch intervals in seconds (its default is "
+             "pipeline.trigger_seconds, 1 s), to find its own best setting.")] = "",
     keep: Annotated[bool, typer.Option(help="Keep each run's topic and table (to look at them after).")] = False,
 ) -> None:
     """The same workload through each system, one after another on the local stack: freshness p50/p95/p99,
@@ -31,13 +34,15 @@ def peers(
     Long (every system at every rate, ``duration`` each plus warm-up): not part of `make bench`;
     `make bench-peers` runs it. docs/peers.md says how each peer is configured.
     """
+    from rich.console import Console
     from rich.table import Table
 
     from lab.bench.peers import flink, result_line, run, spark_structured_streaming, this_pipeline
-    from lab.commands.bench import CLICK_STACK
+    from lab.commands.bench_ingest import CLICK_STACK
 
     settings = stack_settings_or_exit(*CLICK_STACK)
     systems = ([this_pipeline()] if pipeline else []) + [
+        this_pipeline(float(t)) for t in pipeline_triggers.split(",") if t.strip()] + [
         spark_structured_streaming(float(t)) for t in spark_triggers.split(",") if t.strip()] + [
         flink(float(c)) for c in flink_checkpoints.split(",") if c.strip()]
     with friendly_errors():
@@ -48,7 +53,8 @@ def peers(
         table.add_column(column, justify="left" if column == "system" else "right")
     for line in lines:
         table.add_row(*line.values())
-    console.print(table, width=max(console.width, 160))  # whole names and figures, in a log file too
+    # whole names and figures, in a log file too (print(width=) cannot widen a console past its own width)
+    Console(stderr=True, width=max(console.width, 190)).print(table)
     out = results_path("bench-peers")
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench-peers.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
