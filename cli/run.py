@@ -47,6 +47,21 @@ def clicks(
     _run_single("clicks", trigger, max_batches, log_level)
 
 
+@app.command(name="clicks-arrow")
+def clicks_arrow(
+    trigger: Annotated[float | None, typer.Option(help="Seconds between micro-batches (default from settings).")] = None,
+    max_batches: Annotated[int | None, typer.Option(help="Stop after this many non-idle batches.")] = None,
+    log_level: Annotated[str, typer.Option(help="Python log level.")] = "info",
+) -> None:
+    """The click job without Spark: one Python process reads, validates, enriches and commits (PyIceberg).
+
+    Same tables, same offsets in the same commit as the rows, same dead letters and schema
+    evolution as `run clicks`; no JVM, so a batch costs a fraction of a second less
+    (docs/peers.md). Run one click job or the other on a table, not both.
+    """
+    _run_single("clicks-arrow", trigger, max_batches, log_level)
+
+
 def _run_single(name: str, trigger: float | None, max_batches: int | None, log_level: str, **job_args) -> None:
     """One job in its own process (and Spark application, if it uses Spark), until Ctrl-C / SIGTERM."""
     from pipeline.app import run_job

@@ -25,11 +25,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pymysql
 from pyspark import InheritableThread
 
+from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings, secret
 from pipeline.dimension_lookup import LookupSpec, lookup, source_rows
 
@@ -71,15 +73,26 @@ def enrich_batch(parsed: pa.RecordBatch, dims: Dimensions) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([*parsed.columns, *arrays], schema=schema)
 
 
+@dataclass(frozen=True)
+class Held:
+    """A snapshot handed out as a broadcast is (``.value``), in a job that has no Spark to broadcast it."""
+
+    value: Dimensions
+
+    def unpersist(self, blocking: bool = False) -> None:
+        """Nothing to free: the snapshot goes when the last batch holding it does."""
+
+
 class DimensionCache:
     """The current :class:`Dimensions` as a broadcast variable, refreshed off the batch's path."""
 
     def __init__(self, spark, settings: Settings):
-        self.spark = spark
+        self.spark = spark  # None in a job without Spark: the snapshot is then held as it is, not broadcast
         self.settings = settings
+        self._catalog: Any = None  # PyIceberg's, made on first use when there is no Spark
         self.refresh_seconds = settings.pipeline.dimension_refresh_seconds
         self._lock = threading.Lock()
-        self._current = None  # Broadcast[Dimensions]
+        self._current: Any = None  # Broadcast[Dimensions], or Held without Spark
         self._retired: list = []  # broadcasts a running batch may still read; unpersisted one swap later
         self._read_at = 0.0
         self._stop = threading.Event()
@@ -93,13 +106,21 @@ class DimensionCache:
         cat = self.settings.catalog
         products: dict[str, tuple] | LookupSpec | None = self._large("products", "productId", ("name", "product_price"))
         if products is None:
-            rows = self.spark.table(cat.products_table).select("productId", "name", "product_price").collect()
-            products = {r.productId: (r.name, r.product_price) for r in rows}
+            products = {key: (name, price) for key, name, price in
+                        self._rows(cat.products_table, ("productId", "name", "product_price"))}
         members: dict[str, tuple] | LookupSpec | None = self._large("user_member", "userid", ("memberLevel",))
         if members is None:
-            rows = self.spark.table(cat.members_table).select("userid", "member_level").collect()
-            members = {r.userid: (r.member_level,) for r in rows}
+            members = {key: (level,) for key, level in self._rows(cat.members_table, ("userid", "member_level"))}
         return Dimensions(products, members, time.time())
+
+    def _rows(self, table: str, columns: tuple[str, ...]) -> list[tuple]:
+        """A small dimension table's rows (``columns``), read with Spark or, in a job without it, PyIceberg."""
+        if self.spark is not None:
+            return [tuple(row) for row in self.spark.table(table).select(*columns).collect()]
+        if self._catalog is None:
+            self._catalog = pyiceberg_catalog(self.settings)
+        scanned = self._catalog.load_table(table).scan(selected_fields=columns).to_arrow()
+        return list(zip(*(scanned.column(c).to_pylist() for c in columns), strict=True))
 
     def _large(self, table: str, key: str, columns: tuple[str, ...]) -> LookupSpec | None:
         """The lookup spec of a source table above ``dimension_lookup_rows``, else None (read it whole).
@@ -129,7 +150,7 @@ class DimensionCache:
         return spec if large else None
 
     def _swap(self, dims: Dimensions) -> None:
-        fresh = self.spark.sparkContext.broadcast(dims)
+        fresh = self.spark.sparkContext.broadcast(dims) if self.spark is not None else Held(dims)
         with self._lock:
             self._read_at = dims.read_at
             for old in self._retired:
@@ -156,7 +177,8 @@ class DimensionCache:
 
     def _start_refresher(self) -> None:
         # InheritableThread: the refresher's reads stay in the job's FAIR pool
-        self._refresher = InheritableThread(target=self._refresh_loop, name="dimension-refresh", daemon=True)
+        kind = InheritableThread if self.spark is not None else threading.Thread
+        self._refresher = kind(target=self._refresh_loop, name="dimension-refresh", daemon=True)
         self._refresher.start()
 
     def _refresh_loop(self) -> None:

@@ -38,6 +38,9 @@ def _writer_pool(settings: Settings) -> tuple[int, int]:
 JOBS: dict[str, JobSpec] = {spec.name: spec for spec in (
     JobSpec("clicks", "pipeline.clicks.job:ClickIngestJob", needs_spark=True,
             trigger=lambda s: s.pipeline.trigger_seconds, port=lambda m: m.pipeline_port, pool_weight=_writer_pool),
+    # the same job without Spark: one Python process reads, parses, enriches and commits with PyIceberg
+    JobSpec("clicks-arrow", "pipeline.clicks.arrow_job:ArrowClickJob", needs_spark=False,
+            trigger=lambda s: s.pipeline.trigger_seconds, port=lambda m: m.pipeline_port, pool_weight=_writer_pool),
     JobSpec("dims", "pipeline.cdc.apply:DimensionApplyJob", needs_spark=False,
             trigger=lambda s: s.pipeline.dims_trigger_seconds, port=lambda m: m.pipeline_port,
             pool_weight=_writer_pool),

@@ -36,14 +36,17 @@ warnings.filterwarnings("ignore", message="Delete operation did not match any re
 COMMIT_ATTEMPTS = 6
 
 
-def ensure_table(catalog, name: str, schema: Schema, properties: dict[str, str]) -> None:
-    """Create ``name`` if missing; give an existing one the properties declared since it was made."""
+def ensure_table(catalog, name: str, schema: Schema, properties: dict[str, str], **layout) -> None:
+    """Create ``name`` if missing; give an existing one the properties declared since it was made.
+
+    ``layout``: PyIceberg's ``partition_spec`` and ``sort_order``, for a new table.
+    """
     try:
         catalog.create_namespace(name.split(".")[0])
     except NamespaceAlreadyExistsError:
         pass
     try:
-        catalog.create_table(name, schema, properties=properties)
+        catalog.create_table(name, schema, properties=properties, **layout)
         log.info("created %s", name)
         return
     except TableAlreadyExistsError:

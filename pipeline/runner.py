@@ -107,11 +107,22 @@ def _loop(job: MicroBatchJob, trigger_seconds: float, stop: threading.Event,
           max_batches: int | None, max_backoff: float) -> int:
     batches, failures = 0, 0
     disk = DiskFloor(job.name, job.settings.run_dir, job.settings.pipeline.min_free_disk_mb)
+    recovered = True
     while not stop.is_set():
         began = time.monotonic()
         if disk.blocks():
             stop.wait(max(trigger_seconds, 1.0))
             continue
+        if not recovered:  # no batch before the job knows again where its tables stand: it could write one twice
+            try:
+                job.recover()
+                recovered = True
+            except Exception as again:  # noqa: BLE001
+                failures += 1
+                delay = min(max_backoff, 2 ** min(failures, 5))
+                log.error("%s: recovery failed (%s); trying again in %.0fs", job.name, _describe(again), delay)
+                stop.wait(delay)
+                continue
         try:
             rows = job.run_once()
             failures = 0
@@ -128,10 +139,7 @@ def _loop(job: MicroBatchJob, trigger_seconds: float, stop: threading.Event,
             log.error("%s: batch failed (%s); retrying in %.0fs from the committed offsets",
                       job.name, _describe(exc), delay)
             stop.wait(delay)
-            try:
-                job.recover()
-            except Exception as again:  # noqa: BLE001
-                log.error("%s: recovery failed too (%s); will retry", job.name, _describe(again))
+            recovered = False
             continue
         if rows:
             batches += 1

@@ -77,6 +77,9 @@ CLICKS_FROM_EVENT = ("event_id", "webpageId", "uid", "productId", "cookieId", "e
 #: the click table's columns before any evolution (an event field may not take these names, in any case)
 CLICKS_FIXED_COLUMNS = frozenset(line.split()[0] for line in CLICKS_COLUMNS.strip().splitlines())
 
+#: snapshot-summary key of a click-table commit: dead letters were all committed up to these offsets
+DEAD_DONE_PROPERTY = "lakehouse.dead-letters-done"
+
 DEAD_LETTER_COLUMNS = """
     raw BINARY COMMENT 'the payload exactly as read',
     error_kind STRING,

@@ -121,7 +121,8 @@ def start_capture(s: Settings, log_path: Path) -> subprocess.Popen:
 
 def start_job_process(s: Settings, job: str, log_path: Path) -> subprocess.Popen:
     """`lakehouse run <job>` as a process of its own, with ``s`` and a free metrics port (beside a running stack's)."""
-    port_setting = {"cdc": "CDC_PORT", "dims": "PIPELINE_PORT", "clicks": "PIPELINE_PORT", "aggregate": "AGGREGATE_PORT"}[job]
+    port_setting = {"cdc": "CDC_PORT", "dims": "PIPELINE_PORT", "clicks": "PIPELINE_PORT", "clicks-arrow": "PIPELINE_PORT",
+                   "aggregate": "AGGREGATE_PORT"}[job]
     env = {**os.environ, **settings_env(s, with_secrets=True),
            f"LAKEHOUSE_METRICS__{port_setting}": str(_free_port(s.metrics.host))}
     with log_path.open("ab") as log:

@@ -88,14 +88,18 @@ class PeerResult:
         return self.rows == self.distinct_offsets and (self.exactly_once or not self.caught_up)
 
 
-def this_pipeline(trigger_seconds: float | None = None) -> System:
-    """`lakehouse run clicks` at its defaults, or at another micro-batch interval (``pipeline.trigger_seconds``)."""
+def this_pipeline(trigger_seconds: float | None = None, job: str = "clicks") -> System:
+    """`lakehouse run clicks` at its defaults, or at another micro-batch interval (``pipeline.trigger_seconds``);
+    ``job="clicks-arrow"``: its click job without Spark (``pipeline.clicks.arrow_job``)."""
     def start(s: Settings, topic: str, table: str, log: Path) -> subprocess.Popen:
         s = _for(s, topic, table)
         if trigger_seconds is not None:
             s.pipeline.trigger_seconds = trigger_seconds
-        return start_job_process(s, "clicks", log)
-    return System("this pipeline" + (f" (trigger {trigger_seconds:g} s)" if trigger_seconds is not None else ""), start)
+        return start_job_process(s, job, log)
+    setting = [f"trigger {trigger_seconds:g} s"] if trigger_seconds is not None else []
+    if job != "clicks":
+        setting.insert(0, f"run {job}")
+    return System("this pipeline" + (f" ({', '.join(setting)})" if setting else ""), start)
 
 
 def spark_structured_streaming(trigger_seconds: float) -> System:
@@ -114,8 +118,10 @@ def flink(checkpoint_seconds: float, parallelism: int = 2) -> System:
     def start(s: Settings, topic: str, table: str, log: Path) -> subprocess.Popen:
         flink_setup.install(s.tools_dir)
         with log.open("ab") as out:  # Flink SQL cannot declare days(event_time): the table is made first
-            subprocess.run([sys.executable, "-m", "lab.peers.click_table", table], check=True, stdout=out,
-                           stderr=subprocess.STDOUT, env={**os.environ, **settings_env(s, with_secrets=True)})
+            made = subprocess.run([sys.executable, "-m", "lab.peers.click_table", table], stdout=out,
+                                  stderr=subprocess.STDOUT, env={**os.environ, **settings_env(s, with_secrets=True)})
+            if made.returncode != 0:
+                raise PeerFailed(f"could not create the table {table} for Flink (exit {made.returncode}); see {log}")
             job = flink_setup.write_job(s, topic, table, checkpoint_seconds, parallelism)
             return subprocess.Popen(
                 [str(flink_setup.python(s.tools_dir)), "-m", "lab.peers.flink_job", str(job)],

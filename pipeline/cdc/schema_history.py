@@ -96,7 +96,7 @@ class SchemaWatch:
                     self._admin = None  # and kept, it failed every batch after (the chaos suite); a new one below
             if self._admin is None:
                 end = kafka_clients.end_offsets(self.settings.kafka.bootstrap, topic).get(0, 0)
-                self._admin = kafka_clients.admin(self.settings.kafka.bootstrap)
+                self._admin = kafka_clients.admin(self.settings.kafka.bootstrap, log_level=kafka_clients.SILENT)
         except LakehouseError:  # no schema topic yet: a capture older than it, or not started
             return self._latest
         if end != self._seen:

@@ -22,6 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import AccumulatorParam
 
+from pipeline import metrics
+
 AGE_STEP_MS = 100
 #: raw bytes of dead letters a batch carries back to the driver (more: they are read from Kafka again)
 CARRY_BYTES = 4 * 1024 * 1024
@@ -76,3 +78,16 @@ class BatchStatsParam(AccumulatorParam):
 
     def addInPlace(self, value1: BatchStats, value2: BatchStats) -> BatchStats:  # noqa: N802 - Spark's name
         return value1.merge(value2)
+
+
+def observe_latency(table: str, ages, commit_delay_ms: int) -> None:
+    """Latency of each row = its age when planned (100 ms steps, mid-step) + time from then to the commit."""
+    bounds = metrics.LATENCY_BUCKETS
+    counts = [0] * (len(bounds) + 1)
+    total = 0.0
+    for age, n in ages:
+        latency = (commit_delay_ms + age * AGE_STEP_MS + AGE_STEP_MS / 2) / 1000.0
+        counts[next((i for i, b in enumerate(bounds) if latency <= b), len(bounds))] += n
+        total += latency * n
+    if any(counts):
+        metrics.E2E_LATENCY.add(table, counts, total)

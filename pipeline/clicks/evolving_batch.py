@@ -89,18 +89,45 @@ def history_entry(changes: list[Change], ranges: list[OffsetRange], at: dt.datet
             "changes": [c.as_dict() for c in changes], "offsets": offsets}
 
 
+def parse(raws: list[pa.RecordBatch], shape: Shape, limits: Limits, dims: Dimensions
+          ) -> tuple[list[pa.RecordBatch], list[Change], Shape]:
+    """Parse and enrich a batch, and decide the schema changes its fields ask for: (batches, changes, new shape).
+
+    Parsed once when no field asks for a change (every batch but the rare evolving one); else
+    parsed again with the evolved shape, as any later read of the batch will parse it.
+    """
+    proposals: list[tuple[str, str]] = []
+    parsed = [parse_batch(raw, limits, shape=shape, proposals=proposals) for raw in raws]
+    if not proposals:
+        return [enrich_batch(batch, dims) for batch in parsed], [], shape
+    changes = decide(shape, proposals)
+    evolved = shape.evolved(changes)
+    return [enrich_batch(parse_batch(raw, limits, shape=evolved), dims) for raw in raws], changes, evolved
+
+
+def stage_changes(tx, table, changes: list[Change], entry: dict) -> dict[str, str]:
+    """Stage the schema changes and their history entry in ``tx``; returns the snapshot properties recording them."""
+    if not changes:
+        return {}
+    history = json.loads(table.properties.get(HISTORY_PROPERTY, "[]"))
+    with tx.update_schema() as update:
+        for change in changes:
+            if change.action == "added":
+                update.add_column(change.field, ICEBERG_TYPES[change.type],
+                                  doc=f"added by schema evolution at {entry['at']}")
+            else:
+                update.update_column(change.field, field_type=ICEBERG_TYPES[change.type])
+    tx.set_properties({HISTORY_PROPERTY: json.dumps([*history, entry], separators=(",", ":"))})
+    return {CHANGE_PROPERTY: json.dumps(entry["changes"], separators=(",", ":"))}
+
+
 def write(settings: Settings, ranges: list[OffsetRange], shape: Shape, limits: Limits, dims: Dimensions,
           properties: dict[str, str], now: dt.datetime, planned_at_ms: int) -> EvolvedBatch:
     """Read, decide, parse and commit one evolving batch; its dead letters come back in the stats."""
     raws = [batch for r in ranges
             for batch in read_range(settings.kafka.bootstrap, r.topic, r.partition, r.start, r.end,
                                     fetch_wait_ms=settings.kafka.fetch_wait_max_ms)]
-    proposals: list[tuple[str, str]] = []
-    for raw in raws:
-        parse_batch(raw, limits, shape=shape, proposals=proposals)
-    changes = decide(shape, proposals)
-    evolved = shape.evolved(changes)
-    batches = [enrich_batch(parse_batch(raw, limits, shape=evolved), dims) for raw in raws]
+    batches, changes, evolved = parse(raws, shape, limits, dims)
     stats = BatchStats()
     for batch in batches:
         stats.merge(count_batch(batch, planned_at_ms))
@@ -111,17 +138,7 @@ def write(settings: Settings, ranges: list[OffsetRange], shape: Shape, limits: L
     for attempt in commit_attempts():
         with attempt:
             table = pyiceberg_catalog(settings).load_table(settings.catalog.clicks_table)
-            history = json.loads(table.properties.get(HISTORY_PROPERTY, "[]"))
             with table.transaction() as tx:
-                if changes:
-                    with tx.update_schema() as update:
-                        for change in changes:
-                            if change.action == "added":
-                                update.add_column(change.field, ICEBERG_TYPES[change.type],
-                                                  doc=f"added by schema evolution at {entry['at']}")
-                            else:
-                                update.update_column(change.field, field_type=ICEBERG_TYPES[change.type])
-                    tx.set_properties({HISTORY_PROPERTY: json.dumps([*history, entry], separators=(",", ":"))})
-                recorded = {CHANGE_PROPERTY: json.dumps(entry["changes"], separators=(",", ":"))} if changes else {}
+                recorded = stage_changes(tx, table, changes, entry)
                 tx.append(rows, snapshot_properties={**properties, **recorded})
     return EvolvedBatch(changes, evolved, stats)

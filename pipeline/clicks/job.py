@@ -31,10 +31,10 @@ from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.cdc.dimension_tables import ensure_dimension_tables
 from pipeline.clicks import evolving_batch
-from pipeline.clicks.batch_stats import AGE_STEP_MS, BatchStats, BatchStatsParam, count_batch
+from pipeline.clicks.batch_stats import BatchStats, BatchStatsParam, count_batch, observe_latency
 from pipeline.clicks.dead_letters import BackgroundCommits, carried_frame
 from pipeline.clicks.evolution import Shape, is_change_request, shape_of
-from pipeline.clicks.validate import CONTRACT, Limits, parse_batch, parsed_schema
+from pipeline.clicks.validate import RESERVED_NAMES, Limits, parse_batch, parsed_schema
 from pipeline.dimensions import ENRICHED_FIELDS, DimensionCache, enrich_batch
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
@@ -42,22 +42,14 @@ from pipeline.kafka_source.fetch import records_frame
 from pipeline.kafka_source.planner import Planner
 from pipeline.kafka_source.ranges import OffsetRange
 from pipeline.snapshot_properties import latest_properties
-from pipeline.tables import CLICKS_FIXED_COLUMNS, CLICKS_FROM_EVENT, ensure_clicks_tables
+from pipeline.tables import CLICKS_FIXED_COLUMNS, CLICKS_FROM_EVENT, DEAD_DONE_PROPERTY, ensure_clicks_tables
 
 log = logging.getLogger(__name__)
-
-#: names no event field may take as a column, in any case: the contract's and the pipeline's own
-RESERVED_NAMES = frozenset(n.lower() for n in CLICKS_FIXED_COLUMNS | CONTRACT.names)
-
 
 @functools.lru_cache(maxsize=16)
 def spark_schema(shape: Shape):
     """What the Python task hands the JVM: the parsed record (evolved columns included) and its enrichment."""
     return from_arrow_schema(pa.schema([*parsed_schema(shape), *ENRICHED_FIELDS]))
-
-
-#: snapshot-summary key of a click-table commit: dead letters were all committed up to these offsets
-DEAD_DONE_PROPERTY = "lakehouse.dead-letters-done"
 
 
 def parse_and_enrich(raw: pa.RecordBatch, limits: Limits, dims, stats=None, planned_at_ms: int = 0,
@@ -87,13 +79,12 @@ class ClickIngestJob(KafkaBatchJob):
 
     def __init__(self, spark: SparkSession, settings: Settings):
         self.spark, self.settings = spark, settings
-        cat, pipe = settings.catalog, settings.pipeline
+        cat = settings.catalog
         ensure_clicks_tables(spark, settings)
         ensure_dimension_tables(settings)
         self.dimensions = DimensionCache(spark, settings)
         self.planner = Planner.from_settings(settings, [settings.kafka.clicks_topic])
-        self.limits = Limits(max_bytes=pipe.max_event_bytes, max_age_ms=pipe.max_event_age_days * 86_400_000,
-                             max_future_ms=pipe.max_event_future_seconds * 1000)
+        self.limits = Limits.of(settings)
         self.clicks_table, self.dead_table = cat.clicks_table, cat.dead_letter_table
         self.tables = [self.clicks_table, self.dead_table]
         self._background = BackgroundCommits(spark, "clicks-dead-letters")
@@ -212,7 +203,7 @@ class ClickIngestJob(KafkaBatchJob):
             self._settle_dead_letters(wait=True)  # one dead-letter commit at a time, in batch order
             self._background.submit(lambda: self._write_dead_letters(work, target, topic_ids, counted, now),
                                     batch.start)
-        self._observe_latency(counted.ages.items(), committed_at_ms - planned_at_ms)
+        observe_latency(self.clicks_table, counted.ages.items(), committed_at_ms - planned_at_ms)
         metrics.ROWS.labels(self.name, "valid").inc(counted.valid)
         metrics.ROWS.labels(self.name, "dead_letter").inc(counted.dead)
         log.info("clicks: committed %d valid + %d dead-lettered in %.2fs", counted.valid, counted.dead,
@@ -289,15 +280,3 @@ class ClickIngestJob(KafkaBatchJob):
             F.col("offset").alias("kafka_offset"),
             *[name for name, _ in self.shape.columns],
         )
-
-    def _observe_latency(self, ages, commit_delay_ms: int) -> None:
-        """Latency of each row = its age when planned (100 ms steps, mid-step) + time from then to the commit."""
-        bounds = metrics.LATENCY_BUCKETS
-        counts = [0] * (len(bounds) + 1)
-        total = 0.0
-        for age, n in ages:
-            latency = (commit_delay_ms + age * AGE_STEP_MS + AGE_STEP_MS / 2) / 1000.0
-            counts[next((i for i, b in enumerate(bounds) if latency <= b), len(bounds))] += n
-            total += latency * n
-        if any(counts):
-            metrics.E2E_LATENCY.add(self.clicks_table, counts, total)

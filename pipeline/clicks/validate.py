@@ -20,7 +20,7 @@ import functools
 import json
 import time
 from dataclasses import dataclass
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import msgspec
 import pyarrow as pa
@@ -28,8 +28,14 @@ import pyarrow as pa
 from lakehouse.contract import ContractField, click_contract
 from pipeline.clicks.evolution import ARROW_TYPES, INT32, SchemaChangeNeeded, Shape, fit, value_kind
 from pipeline.kafka_source.fetch import RAW_SCHEMA
+from pipeline.tables import CLICKS_FIXED_COLUMNS
+
+if TYPE_CHECKING:
+    from lakehouse.settings import Settings
 
 CONTRACT = click_contract()
+#: names no event field may take as a column, in any case: the contract's and the pipeline's own
+RESERVED_NAMES = frozenset(n.lower() for n in CLICKS_FIXED_COLUMNS | CONTRACT.names)
 TEXT_FIELDS = [f for f in CONTRACT.fields if f.kind == "text"]
 #: the contract's bounds, named for the checks below (the contract file is the source)
 MAX_ID_LENGTH = max(f.max_length or 64 for f in TEXT_FIELDS)
@@ -68,6 +74,13 @@ class Limits:
     max_bytes: int = 16_384
     max_age_ms: int = 7 * 86_400_000
     max_future_ms: int = 300_000
+
+    @classmethod
+    def of(cls, settings: Settings) -> Limits:
+        """The limits the pipeline's settings declare (``pipeline.max_event_*``)."""
+        pipe = settings.pipeline
+        return cls(max_bytes=pipe.max_event_bytes, max_age_ms=pipe.max_event_age_days * 86_400_000,
+                   max_future_ms=pipe.max_event_future_seconds * 1000)
 
 
 class Invalid(ValueError):

@@ -50,7 +50,9 @@ class Planner:
         self.expired_events: deque[tuple[str, int, int, int]] = deque(maxlen=100)
         self.topic_ids: dict[str, str] = {}  # as of the last plan: what a commit of its ranges records
         self._bootstrap = bootstrap
-        self._admin = kafka_clients.admin(bootstrap)
+        # silent: what fails is raised by the call that asked (and logged once, by the runner); its own
+        # retries while the broker is away would only repeat it, and outlive the job in a test process
+        self._admin = kafka_clients.admin(bootstrap, log_level=kafka_clients.SILENT)
 
     @classmethod
     def from_settings(cls, settings: Settings, topics: list[str]) -> Planner:

@@ -64,7 +64,39 @@ def test_a_fatal_error_stops_the_loop_at_once_and_a_transient_one_is_retried(tmp
     stop = threading.Event()
     flaky = _Job(settings, ConnectionError("object store away"), stop)
     _loop(flaky, 0.01, stop, max_batches=None, max_backoff=0.01)  # retried until the job stops the loop
-    assert (flaky.batches, flaky.recovered) == (3, 3)
+    assert (flaky.batches, flaky.recovered) == (3, 2), "each batch after a failure follows a recovery"
+
+
+def test_no_batch_runs_until_a_failed_recovery_succeeds(tmp_path):
+    """A batch planned from offsets the job held before a failure could write that batch twice (its commit may
+    have landed): while ``recover`` fails (the metastore away too), the loop retries it and runs no batch."""
+    import threading
+
+    from lakehouse.settings import load_settings
+    from pipeline.runner import _loop
+
+    settings = load_settings()
+    settings.run_dir = tmp_path
+    stop = threading.Event()
+    calls: list[str] = []
+
+    class StaysDown(_Job):
+        def run_once(self) -> int:
+            calls.append("batch")
+            if len(calls) > 6:
+                self.stop.set()
+                return 1
+            if calls.count("batch") == 1:
+                raise ConnectionError("object store away")
+            return 1
+
+        def recover(self) -> None:
+            calls.append("recover")
+            if calls.count("recover") <= 2:
+                raise ConnectionError("metastore away too")
+
+    _loop(StaysDown(settings, ConnectionError(), stop), 0.0, stop, max_batches=None, max_backoff=0.0)
+    assert calls[:5] == ["batch", "recover", "recover", "recover", "batch"], calls
 
 
 def test_ready_only_while_batches_succeed(tmp_path):

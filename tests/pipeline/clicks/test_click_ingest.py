@@ -100,9 +100,9 @@ class SlowDeadLetters(ClickIngestJob):
 
 def test_a_click_commit_claims_dead_letters_done_only_up_to_the_batch_still_in_flight(spark, click_settings,
                                                                                         producer):
-    from pipeline.clicks.job import DEAD_DONE_PROPERTY
     from pipeline.kafka_source.offsets import decode
     from pipeline.snapshot_properties import latest_property
+    from pipeline.tables import DEAD_DONE_PROPERTY
 
     clicks, dead_table = click_settings.catalog.clicks_table, click_settings.catalog.dead_letter_table
     producer.send(300, bad_share=0.1)
