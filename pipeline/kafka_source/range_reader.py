@@ -62,7 +62,10 @@ class RangeReader:
         waiting = {tp for tp, end in ends.items() if self._next[tp] < end}
         last_progress = time.monotonic()
         while waiting:
-            for msg in self._consumer.consume(num_messages=CONSUME_BATCH, timeout=0.5):
+            # librdkafka waits for the whole count or the timeout: ask for what is missing (more only if
+            # markers sit among the records; then the timeout, short, ends the wait)
+            missing = sum(ends[tp] - self._next[tp] for tp in waiting)
+            for msg in self._consumer.consume(num_messages=max(1, min(missing, CONSUME_BATCH)), timeout=0.1):
                 tp = (str(msg.topic()), int(msg.partition() or 0))
                 err = msg.error()
                 if err is not None:
