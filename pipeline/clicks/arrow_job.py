@@ -41,7 +41,6 @@ from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
 from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.planner import Planner
 from pipeline.kafka_source.range_reader import RangeReader
-from pipeline.kafka_source.ranges import OffsetRange
 from pipeline.pyiceberg_tables import CachedTransaction, commit_attempts, newest_summary_with
 from pipeline.tables import CLICKS_FIXED_COLUMNS, DEAD_DONE_PROPERTY
 
@@ -126,14 +125,10 @@ class ArrowClickJob(KafkaBatchJob):
             self._dead_letters_done = None
 
     def _catch_up_dead_letters(self, done: kafka_offsets.Offsets) -> None:
-        ids = self.planner.current_topic_ids()
-        same_log = kafka_offsets.in_current_log(self.committed, self.committed_ids, ids)
-        ranges = [OffsetRange(topic, part, done.get(topic, {}).get(part, 0), end)
-                  for topic, parts in sorted(same_log.items()) for part, end in sorted(parts.items())]
-        ranges = [r for r in ranges if r.size > 0]
+        ranges = self.planner.ranges_since(done, self.committed, self.committed_ids)
         if not ranges:
             return
-        self.planner.topic_ids = ids
+        same_log = kafka_offsets.in_current_log(self.committed, self.committed_ids, self.planner.topic_ids)
         log.info("clicks: reading the last committed batch again (%d records) for dead letters its stop may have "
                  "cut off", sum(r.size for r in ranges))
         parsed = pa.Table.from_batches([  # none at all if the ranges hold no data records (only markers)

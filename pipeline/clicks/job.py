@@ -125,20 +125,17 @@ class ClickIngestJob(KafkaBatchJob):
 
     def _catch_up_dead_letters(self, done: kafka_offsets.Offsets) -> None:
         """Write the dead letters between ``done`` and the click offsets (two batches at most; none normally)."""
-        ids = self.planner.current_topic_ids()
-        same_log = kafka_offsets.in_current_log(self.committed, self.committed_ids, ids)
-        ranges = [OffsetRange(topic, part, done.get(topic, {}).get(part, 0), end)
-                  for topic, parts in sorted(same_log.items()) for part, end in sorted(parts.items())]
-        ranges = [r for r in ranges if r.size > 0]
+        ranges = self.planner.ranges_since(done, self.committed, self.committed_ids)
         if not ranges:
             return
-        self.planner.topic_ids = ids
+        same_log = kafka_offsets.in_current_log(self.committed, self.committed_ids, self.planner.topic_ids)
         # Normal after any restart: the last batch's dead-letter commit cannot be told from "it had none".
         log.info("clicks: reading the last committed batch again (%d records) for dead letters its stop may have "
                  "cut off", sum(r.size for r in ranges))
         dead = self._dead_letters(self._read(ranges), dt.datetime.now(dt.timezone.utc))
         if not dead.isEmpty():
             self._commit(dead, self.dead_table, same_log)
+            ids = self.planner.topic_ids
             self.dead_committed, self.dead_committed_ids = same_log, {t: ids[t] for t in same_log if t in ids}
 
     def close(self) -> None:

@@ -71,6 +71,18 @@ class Planner:
         except KafkaException as exc:
             raise LakehouseError(f"could not describe topics {self.topics}: {exc}") from exc
 
+    def ranges_since(self, start: Offsets, committed: Offsets, committed_ids: dict[str, str]) -> list[OffsetRange]:
+        """The records from ``start`` up to the ``committed`` offsets, in the topics' current logs (non-empty ranges).
+
+        What a click job reads again after a recovery for the dead letters its last batch may owe.
+        """
+        ids = self.current_topic_ids()
+        same_log = in_current_log(committed, committed_ids, ids)
+        ranges = [OffsetRange(topic, part, start.get(topic, {}).get(part, 0), end)
+                  for topic, parts in sorted(same_log.items()) for part, end in sorted(parts.items())]
+        self.topic_ids = ids
+        return [r for r in ranges if r.size > 0]
+
     def partitions(self) -> list[tuple[str, int]]:
         meta = self._admin.list_topics(timeout=self.timeout)
         out: list[tuple[str, int]] = []

@@ -39,6 +39,18 @@ class ClickProducer:
 
 
 
+def assert_rows_are_the_events(clicks: list, sent: Sent, topic: str) -> None:
+    """Every valid event sent is one click row, with the event's fields and the pipeline's own columns."""
+    assert sorted(r.event_id for r in clicks) == sorted(sent.valid)
+    for r in clicks:
+        event = sent.valid[r.event_id]
+        assert (r.webpageId, r.uid, r.productId, r.cookieId, r.expendTime, r.updateTime) == (
+            event["webpageId"], event["uid"], event["productId"], event["cookieId"], event["expendTime"],
+            event["updateTime"])
+        assert int(r.event_time.timestamp() * 1000) == event["updateTime"]
+        assert r.kafka_topic == topic and r.produced_at and r.ingest_time
+
+
 def drain(job, max_batches: int = 20) -> int:
     """Run batches until one is idle; return how many committed."""
     for n in range(max_batches):

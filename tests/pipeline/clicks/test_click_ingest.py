@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.clicks.job import ClickIngestJob
 from pipeline.kafka_source.offsets import committed_offsets
-from tests.support.clicks import drain, rows
+from tests.support.clicks import assert_rows_are_the_events, drain, rows
 
 
 def test_valid_events_land_once_and_bad_ones_in_dead_letter(spark, click_settings, producer):
@@ -25,13 +25,7 @@ def test_valid_events_land_once_and_bad_ones_in_dead_letter(spark, click_setting
         job.close()
 
     clicks = rows(spark, click_settings.catalog.clicks_table)
-    assert sorted(r.event_id for r in clicks) == sorted(producer.sent.valid)
-    for r in clicks:
-        sent = producer.sent.valid[r.event_id]
-        assert (r.webpageId, r.uid, r.productId, r.cookieId, r.expendTime, r.updateTime) == (
-            sent["webpageId"], sent["uid"], sent["productId"], sent["cookieId"], sent["expendTime"], sent["updateTime"])
-        assert int(r.event_time.timestamp() * 1000) == sent["updateTime"]
-        assert r.kafka_topic == click_settings.kafka.clicks_topic and r.produced_at and r.ingest_time
+    assert_rows_are_the_events(clicks, producer.sent, click_settings.kafka.clicks_topic)
 
     dead = rows(spark, click_settings.catalog.dead_letter_table)
     assert {bytes(r.raw): r.error_kind for r in dead} == {
