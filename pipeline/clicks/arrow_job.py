@@ -33,7 +33,7 @@ from pipeline.cdc.dimension_tables import ensure_dimension_tables
 from pipeline.clicks import evolving_batch
 from pipeline.clicks.arrow_tables import ensure_clicks_tables
 from pipeline.clicks.batch_stats import BatchStats, count_batch, observe_latency
-from pipeline.clicks.evolution import ICEBERG_KINDS, Shape
+from pipeline.clicks.evolution import ARROW_TYPES, Shape
 from pipeline.clicks.validate import RESERVED_NAMES, Limits, parse_batch, parsed_schema
 from pipeline.dimensions import DimensionCache
 from pipeline.kafka_source import offsets as kafka_offsets
@@ -107,8 +107,9 @@ class ArrowClickJob(KafkaBatchJob):
     def _table_shape(self) -> Shape:
         """The click table's evolved columns as the table has them now, and the configured policy."""
         pipe = self.settings.pipeline
-        columns = tuple((f.name, ICEBERG_KINDS[str(f.field_type)]) for f in self.clicks.schema().fields
-                        if f.name not in CLICKS_FIXED_COLUMNS and str(f.field_type) in ICEBERG_KINDS)
+        # PyIceberg prints a column's type as the parser names the kind of value ("int", "string", ...)
+        columns = tuple((f.name, str(f.field_type)) for f in self.clicks.schema().fields
+                        if f.name not in CLICKS_FIXED_COLUMNS and str(f.field_type) in ARROW_TYPES)
         return Shape(columns, pipe.schema_policy, pipe.max_evolved_columns, RESERVED_NAMES)
 
     def close(self) -> None:

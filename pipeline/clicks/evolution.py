@@ -32,8 +32,6 @@ ARROW_TYPES = {"boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "fl
                "double": pa.float64(), "string": pa.string()}
 SPARK_TYPES = {"boolean": "boolean", "int": "int", "long": "bigint", "float": "float", "double": "double",
                "string": "string"}
-#: an Iceberg column type as PyIceberg prints it -> the kind of value it holds (they are spelt alike)
-ICEBERG_KINDS = {kind: kind for kind in ARROW_TYPES}
 #: the widenings Iceberg allows in place
 WIDENINGS = {("int", "long"), ("float", "double")}
 WIDER = {"int": "long", "float": "double"}
