@@ -81,3 +81,23 @@ def test_a_table_holding_a_key_twice_is_refused_with_what_to_do():
     with pytest.raises(DuplicateKeys, match="1 keys are held by more than one live row .* of f[01].*snapshot the source"):
         KeyIndex(pa.array(["a", "b", "a"], pa.large_string()), np.array([0, 0, 1]), np.array([0, 1, 0]),
                  ["f0", "f1"])
+
+
+def test_passes_in_pieces_count_and_find_deleted_rows_as_one_pass_would(monkeypatch):
+    """Folds count live rows per file and find deleted positions a piece of the index at a time; pieces of three keys
+    here, so every piece boundary is crossed, must give what a pass over all the keys gives."""
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+
+    from pipeline.cdc import fold, key_index
+
+    monkeypatch.setattr(key_index, "PIECE", 3)
+    keys = [f"k{i}" for i in range(20)]
+    index = KeyIndex(pa.array(keys, pa.large_string()), np.array([i % 3 for i in range(20)]),
+                     np.array([i // 3 for i in range(20)]), ["f0", "f1", "f2"])
+    index.remove(["k0", "k4", "k5", "k17"])  # f0 loses position 0, f1 position 1, f2 positions 1 and 5
+    index.assign(["new"], 2, np.array([7]))  # a fresh key, merged before a pass
+    assert index.live_per_file() == {0: 6, 1: 6, 2: 5}
+    files = [DataFile.from_args(content=DataFileContent.DATA, file_path=f"f{n}", file_format=FileFormat.PARQUET,
+                                record_count=count) for n, count in ((0, 7), (1, 7), (2, 8))]
+    deleted = {file.file_path: gone.tolist() for file, gone in fold._deleted_positions(index, files)}
+    assert deleted == {"f0": [0], "f1": [1], "f2": [1, 5, 6]}  # f2's position 6 never held a key
