@@ -24,7 +24,7 @@ def index_with(live: dict[str, int]) -> KeyIndex:
         keys += [f"{path}-{i}" for i in range(count)]
         numbers += [number] * count
         positions += list(range(count))
-    return KeyIndex(pa.array(keys, pa.large_string()), np.array(numbers), np.array(positions), files)
+    return KeyIndex.of_keys(pa.array(keys, pa.large_string()), np.array(numbers), np.array(positions), files)
 
 
 def test_much_deleted_files_are_rewritten_the_most_deleted_first_within_the_budget():

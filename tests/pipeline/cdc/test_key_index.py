@@ -9,7 +9,7 @@ from pipeline.cdc.key_index import ABSENT, KeyIndex, key_hashes
 
 
 def index_of(keys: list[str], file_number: int = 0) -> KeyIndex:
-    return KeyIndex(pa.array(keys, pa.large_string()), np.full(len(keys), file_number),
+    return KeyIndex.of_keys(pa.array(keys, pa.large_string()), np.full(len(keys), file_number),
                     np.arange(len(keys)), ["f0", "f1", "f2"])
 
 
@@ -79,7 +79,7 @@ def test_a_table_holding_a_key_twice_is_refused_with_what_to_do():
     from pipeline.cdc.key_index import DuplicateKeys
 
     with pytest.raises(DuplicateKeys, match="1 keys are held by more than one live row .* of f[01].*snapshot the source"):
-        KeyIndex(pa.array(["a", "b", "a"], pa.large_string()), np.array([0, 0, 1]), np.array([0, 1, 0]),
+        KeyIndex.of_keys(pa.array(["a", "b", "a"], pa.large_string()), np.array([0, 0, 1]), np.array([0, 1, 0]),
                  ["f0", "f1"])
 
 
@@ -92,7 +92,7 @@ def test_passes_in_pieces_count_and_find_deleted_rows_as_one_pass_would(monkeypa
 
     monkeypatch.setattr(key_index, "PIECE", 3)
     keys = [f"k{i}" for i in range(20)]
-    index = KeyIndex(pa.array(keys, pa.large_string()), np.array([i % 3 for i in range(20)]),
+    index = KeyIndex.of_keys(pa.array(keys, pa.large_string()), np.array([i % 3 for i in range(20)]),
                      np.array([i // 3 for i in range(20)]), ["f0", "f1", "f2"])
     index.remove(["k0", "k4", "k5", "k17"])  # f0 loses position 0, f1 position 1, f2 positions 1 and 5
     index.assign(["new"], 2, np.array([7]))  # a fresh key, merged before a pass
