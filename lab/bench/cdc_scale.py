@@ -33,7 +33,7 @@ from deploy.local.services.mariadb import connect, create_source_database
 from lab.bench.cdc import bench_settings, discard_cdc_world, start_job_process
 from lab.bench.freshness import MarkedFreshness, quantiles
 from lab.bench.ingest import commit_rate
-from lab.bench.process_cpu import CpuMeter, PeakRss, service_cpu, tree_cpu_seconds
+from lab.bench.process_cpu import CpuMeter, PeakRss, peak_rss_mb, service_cpu, tree_cpu_seconds
 from lab.reconcile import member_fingerprints, member_sample_differences
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import LakehouseError
@@ -91,6 +91,10 @@ class ScaleResult:
     delete_files_end: int = 0
     data_files_end: int = 0
     apply_rss_mb: float = 0.0
+    #: the apply killed (kill -9) once the changes are in, started again: seconds until it applied a change written
+    #: after the kill, and its peak memory until then (its key index read back from the table)
+    restart_s: float = float("nan")
+    restart_rss_mb: float = float("nan")
     reads_start: ReadCost | None = None
     reads_end: ReadCost | None = None
     #: (seconds into the changes, read cost then): whether the read cost levels off, not only where it ends
@@ -290,6 +294,7 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
         if duration > 0:
             _steady(s, result, writer, rate, duration, processes, progress, chaos)
             result.reads_end = read_cost(s, members)
+        result.restart_s, result.restart_rss_mb = _restart(s, processes, writer)
     finally:
         processes.stop()
     result.kills = processes.kills
@@ -300,6 +305,20 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
     if not keep:
         discard_cdc_world(s)
     return result
+
+
+def _restart(s: Settings, processes: CdcProcesses, writer: MemberChanges) -> tuple[float, float]:
+    """kill -9 of the apply job with every change applied, started again at once, ten changes written: seconds
+    from the kill until they are applied, and the new process's peak RSS until then (MiB). What a user waits for
+    after a crash or a redeploy: the job reads where every key lives back from the table before it applies."""
+    before = _topic_end(s)
+    began = time.monotonic()
+    processes.crash("dims", "after the changes")
+    writer.run(10, 1.0)
+    _wait_topic(s, before + 1, processes)
+    time.sleep(2.0)  # the capture publishes the rest of the ten
+    _wait_applied(s, _topic_end(s), 600, processes)
+    return time.monotonic() - began, peak_rss_mb(processes.pids()["apply"])
 
 
 def _wait_topic(s: Settings, target: int, processes: CdcProcesses) -> None:

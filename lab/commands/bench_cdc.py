@@ -27,6 +27,8 @@ def cdc_at_scale(settings, rate: float, duration: float, members: int, engines: 
         ("write amplification (bytes added per change / raw bytes of the row)", f"{r.write_amplification:.1f}x"),
         ("data files / delete files at the end", f"{r.data_files_end} / {r.delete_files_end}"),
         ("apply peak RSS while changing (MiB)", f"{r.apply_rss_mb:,.0f}"),
+        ("apply killed after the changes, restarted: s until it applied again, its peak RSS (MiB)",
+         f"{r.restart_s:.1f}, {r.restart_rss_mb:,.0f}"),
         ("cores used while changing", ", ".join(f"{part} {cores:.2f}" for part, cores in r.cores.items())),
         *((f"DuckDB point query p95 / full count p95 (s), delete files, deleted rows: {when}",
            f"{c.point_p95_s:.2f} / {c.count_p95_s:.2f}, {c.delete_files}, {c.deleted_rows:,}")
