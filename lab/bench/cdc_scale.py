@@ -11,7 +11,9 @@ What it measures, each the way a user feels it:
    sustained changes/s, apply freshness p50/p95 (database commit -> first snapshot holding
    the row), write amplification (bytes of data and delete files added per change, folds
    included, over the raw bytes of a changed row), delete files at the end, the apply's peak memory;
-4. **every reader right**: a fingerprint of the whole table (rows, distinct keys, sums over
+4. **a restart**: the apply killed (kill -9) once every change is in, started again: seconds until
+   it applies again and its peak memory (it reads where every key lives back from the table);
+5. **every reader right**: a fingerprint of the whole table (rows, distinct keys, sums over
    every changed value) from MariaDB, DuckDB, Spark and Trino, and the exact rows of a
    sample of the changed keys.
 
@@ -308,22 +310,25 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
 
 
 def _restart(s: Settings, processes: CdcProcesses, writer: MemberChanges) -> tuple[float, float]:
-    """kill -9 of the apply job with every change applied, started again at once, ten changes written: seconds
-    from the kill until they are applied, and the new process's peak RSS until then (MiB). What a user waits for
-    after a crash or a redeploy: the job reads where every key lives back from the table before it applies."""
+    """kill -9 of the apply job with every change applied, started again at once, a second of changes written:
+    seconds from the kill until they are applied, and the new process's peak RSS until then (MiB). What a user
+    waits for after a crash or a redeploy: the job reads where every key lives back from the table first."""
     before = _topic_end(s)
     began = time.monotonic()
     processes.crash("dims", "after the changes")
-    writer.run(10, 1.0)
-    _wait_topic(s, before + 1, processes)
-    time.sleep(2.0)  # the capture publishes the rest of the ten
+    sent = writer.run(10, 1.0)
+    _wait_topic(s, before + sent, processes)  # a change is one record or more (delete and insert again: two)
     _wait_applied(s, _topic_end(s), 600, processes)
     return time.monotonic() - began, peak_rss_mb(processes.pids()["apply"])
 
 
-def _wait_topic(s: Settings, target: int, processes: CdcProcesses) -> None:
+def _wait_topic(s: Settings, target: int, processes: CdcProcesses, timeout: float = 3600) -> None:
+    deadline = time.monotonic() + timeout
     while _topic_end(s) < target:
         processes.check()
+        if time.monotonic() > deadline:
+            raise LakehouseError(f"the capture did not publish up to offset {target:,} in {timeout:.0f}s; its log: "
+                                 f"{processes.logs / f'bench-cdc-scale-cdc-{processes.tag}.log'}")
         time.sleep(0.2)
 
 

@@ -15,8 +15,6 @@ from collections.abc import Callable
 
 import psutil
 
-from lakehouse.errors import LakehouseError
-
 
 def _own_seconds(process: psutil.Process, reaped_children: bool) -> float:
     times = process.cpu_times()
@@ -135,10 +133,13 @@ def python_workers(jvm_pid: int, module: str = "pipeline.python_daemon") -> list
 
 
 def peak_rss_mb(pid: int) -> float:
-    """The highest resident memory ``pid`` has had since it started (the kernel's ``VmHWM``, Linux), in MiB: a
-    peak a sampler could miss between two samples."""
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    raise LakehouseError(f"/proc/{pid}/status has no VmHWM line: peak memory needs Linux")
+    """The highest resident memory ``pid`` has had since it started (the kernel's ``VmHWM``), in MiB: a peak a
+    sampler could miss between two samples. NaN where the kernel does not keep it (not Linux)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
