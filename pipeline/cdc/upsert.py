@@ -194,7 +194,8 @@ class DimensionWriter:
         self.counts: FileCounts = FileCounts.of(live_files(self.table), self.policy)
         self.rows: dict[str, dict] | None = None
         if len(self.index) <= self.whole_table_rows:
-            self.rows = {row[self.key]: row for row in self.table.scan().to_arrow().to_pylist()}
+            # keyed as the change envelopes name keys, as text: a BIGINT key read back as an int would not match
+            self.rows = {str(row[self.key]): row for row in self.table.scan().to_arrow().to_pylist()}
 
     @property
     def live_keys(self) -> int:

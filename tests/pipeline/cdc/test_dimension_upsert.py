@@ -91,6 +91,37 @@ def test_a_batch_applied_twice_leaves_the_same_rows(settings, whole_table_rows):
     assert (fresh.index.locate(["1", "2", "3"])[0] >= 0).tolist() == [True, False, True]
 
 
+@pytest.mark.parametrize("whole_table_rows", [50_000, 0], ids=["replace-the-table", "merge-on-read"])
+def test_an_integer_key_names_the_same_row_after_a_restart(settings, whole_table_rows):
+    """Change envelopes carry a key as text; a table keyed on a BIGINT (a captured ``orders``) reads it back as an
+    integer when the writer starts again. Both must name one row, or an update after a restart adds a second."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    from lakehouse.catalog import pyiceberg_catalog
+    from pipeline.pyiceberg_tables import ensure_table
+    from pipeline.tables import COMMON_PROPERTIES, UPSERT_PROPERTIES
+
+    name = f"ods_test.orders_{int(time.time() * 1000)}"
+    ensure_table(pyiceberg_catalog(settings), name,
+                 Schema(NestedField(1, "order_id", LongType(), required=True), NestedField(2, "note", StringType()),
+                        identifier_field_ids=[1]), {**COMMON_PROPERTIES, **UPSERT_PROPERTIES})
+    columns = {"order_id": "order_id", "note": "note"}
+
+    def order(op: str, key: int, pos: int, note: str | None) -> tuple:
+        return op, str(key), pos, None if note is None else {"order_id": key, "note": note}
+
+    writer = DimensionWriter(pyiceberg_catalog(settings), name, "order_id", columns, whole_table_rows)
+    writer.apply(changes(order("c", 7, 1, "first"), order("c", 8, 2, "gone soon")),
+                 kafka_offsets.commit_properties({"t": {0: 2}}, {}))
+    writer.close()
+    restarted = DimensionWriter(pyiceberg_catalog(settings), name, "order_id", columns, whole_table_rows)
+    restarted.apply(changes(order("u", 7, 3, "second"), order("d", 8, 4, None)),
+                    kafka_offsets.commit_properties({"t": {0: 4}}, {}))
+    assert restarted.table.scan().to_arrow().to_pylist() == [{"order_id": 7, "note": "second"}]
+    restarted.close()
+
+
 def test_the_snapshot_reads_timestamps_and_decimals_as_the_stream_writes_them():
     """The snapshot reads TIMESTAMP and DECIMAL as text (fast); the binlog stream converts Python values:
     both must give the apply job the same JSON values."""
