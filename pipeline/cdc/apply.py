@@ -35,6 +35,7 @@ from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
 from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.planner import Planner
 from pipeline.kafka_source.ranges import OffsetRange
+from pipeline.native_memory import keep_resident_small
 from pipeline.pyiceberg_tables import ensure_table
 from pipeline.tables import COMMON_PROPERTIES, UPSERT_PROPERTIES
 
@@ -89,6 +90,7 @@ class DimensionApplyJob(KafkaBatchJob):
     name = "dims"
 
     def __init__(self, spark, settings: Settings):
+        keep_resident_small()  # before its threads start: at 10 M keys the allocator's keeping was 100+ MB
         self.settings = settings
         ensure_dimension_tables(settings)
         self.history = SchemaWatch(settings)
@@ -100,13 +102,19 @@ class DimensionApplyJob(KafkaBatchJob):
                                                t.renames.get(t.key, t.key), t.columns, renames=t.renames)
                         for topic, t in self.targets.items()}
         self._threads = ThreadPoolExecutor(len(self.targets), thread_name_prefix="dims")
-        self.recover()
+        self._read_positions()  # the writers were just built from the tables: no second read of their indexes
 
     def recover(self) -> None:
+        """After a failed batch: read each table again (its index, its rows when small), then its positions."""
+        for writer in self.writers.values():
+            writer.reload()
+        self._read_positions()
+
+    def _read_positions(self) -> None:
+        """Where each topic's changes are applied up to, from the offsets its table's newest snapshot holds."""
         self.committed: kafka_offsets.Offsets = {}
         self.committed_ids: dict[str, str] = {}
         for topic, writer in self.writers.items():
-            writer.reload()
             position = committed_position(writer.table)
             self.committed.update({t: o for t, o in position.offsets.items() if t == topic})
             self.committed_ids.update({t: i for t, i in position.topic_ids.items() if t == topic})

@@ -34,6 +34,7 @@ from pipeline.cdc.live_rows import FileCounts, live_files, read_index
 from pipeline.cdc.row_delta import RowDelta, write_data_file, write_position_deletes
 from pipeline.cdc.schema_history import SchemaRecord
 from pipeline.cdc.table_evolution import HISTORY_PROPERTY, ColumnEvolution, plan, stage
+from pipeline.native_memory import give_back_freed
 from pipeline.pyiceberg_tables import CachedTransaction, commit_attempts, replace_contents
 
 log = logging.getLogger(__name__)
@@ -188,11 +189,12 @@ class DimensionWriter:
         A fold being written is dropped: its plan names file numbers of the index read before.
         """
         self._drop_fold()
+        self.index: KeyIndex | None = None  # the old index is let go before the new one is read: one at a time in memory
+        self.rows: dict[str, dict] | None = None
         self.table = self.catalog.load_table(self.name)
         self.schema = self.table.schema().as_arrow()
-        self.index: KeyIndex | None = read_index(self.table, self.key)
+        self.index = read_index(self.table, self.key)
         self.counts: FileCounts = FileCounts.of(live_files(self.table), self.policy)
-        self.rows: dict[str, dict] | None = None
         if len(self.index) <= self.whole_table_rows:
             # keyed as the change envelopes name keys, as text: a BIGINT key read back as an int would not match
             self.rows = {str(row[self.key]): row for row in self.table.scan().to_arrow().to_pylist()}
@@ -275,6 +277,7 @@ class DimensionWriter:
             return
         self.counts = FileCounts.of(live_files(self.table), self.policy)
         expire_old_snapshots(self.table)
+        give_back_freed()  # the fold's tables and arrays, freed in its thread's arena
 
     def wait_for_fold(self) -> None:
         """Until the fold being written (if any) is committed (tests, and a clean stop)."""

@@ -1,0 +1,68 @@
+"""Keeping a long-running Python process's resident memory near what it uses, not what it once used.
+
+Why: the CDC apply at 10 M keys holds a 240 MB key index and, every few minutes, a fold of up
+to 1.5 M rows in a background thread (Arrow tables, NumPy arrays of a few MB each). glibc's
+allocator keeps what such a process frees: each thread gets an arena of its own (up to eight per
+core), and after the first large array is freed it raises its mmap threshold to 32 MB, so every
+array below that comes from an arena afterwards and stays resident once freed. The sum of
+those freed-but-kept pages is what pushed the apply's peak RSS past 1 GiB while folds ran
+(docs/cdc.md, "The apply's memory, profiled").
+
+``keep_resident_small()`` fixes the mmap threshold (arrays above it are mapped and unmapped,
+given back at once) and caps the arenas; ``give_back_freed()`` returns the arenas' free pages
+after a large step. Both are no-ops off glibc (macOS, musl): the process works the same there,
+only with the allocator's defaults.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+from functools import cache
+
+log = logging.getLogger(__name__)
+
+#: glibc's mallopt parameters (malloc.h)
+M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
+
+#: arrays above this are mapped on their own and unmapped when freed (a fixed value also stops glibc raising it)
+MMAP_THRESHOLD = 1 << 20
+#: arenas: the apply's threads (one per table, the fold, its delete writers) share two instead of one each
+ARENA_MAX = 2
+
+
+@cache
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        libc = ctypes.CDLL(name)
+        libc.mallopt, libc.malloc_trim  # noqa: B018 - glibc has both; musl and macOS do not
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def keep_resident_small() -> bool:
+    """Set the allocator so freed large arrays leave the process; True when it took effect (glibc).
+
+    Call it early, before the threads start: an arena made before the cap stays.
+    """
+    libc = _libc()
+    if libc is None:
+        log.debug("not glibc: the allocator's defaults stay")
+        return False
+    ok = bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(libc.mallopt(M_ARENA_MAX, ARENA_MAX))
+    if not ok:
+        log.warning("mallopt refused the mmap threshold or the arena cap: the allocator's defaults stay")
+    return ok
+
+
+def give_back_freed() -> None:
+    """Return the free pages the allocator holds, in every arena, to the system (after a step that freed many)."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
