@@ -97,8 +97,17 @@ class KeyIndex:
         return self.numbers[path]
 
     def slots(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Each key's slot in the base arrays, or -1 when the base does not hold it (keys by their two hashes)."""
-        slots = np.searchsorted(self.a, a)
+        """Each key's slot in the base arrays, or -1 when the base does not hold it (keys by their two hashes).
+
+        A large batch is looked up in hash order: consecutive binary searches then walk nearby parts of the
+        base, which stay in the CPU's cache (random order was ~10 % of the apply's time in a 10 M-row snapshot).
+        """
+        if len(a) > 1000:
+            order = np.argsort(a)
+            slots = np.empty(len(a), dtype=np.int64)
+            slots[order] = np.searchsorted(self.a, a[order])
+        else:
+            slots = np.searchsorted(self.a, a)
         found = np.full(len(a), -1, dtype=np.int64)
         if not len(self.a):
             return found
@@ -117,11 +126,14 @@ class KeyIndex:
 
     def locate(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(file number, position) of each key's live row; file number -1 for a key no file holds."""
-        a, b = key_hashes(keys)
+        return self.locate_hashed(*key_hashes(keys))
+
+    def locate_hashed(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``locate`` for keys given by their hashes (``key_hashes``: a batch hashes its keys once)."""
         slots = self.slots(a, b)
         in_base = slots >= 0
-        files = np.full(len(keys), ABSENT, dtype=np.int32)
-        positions = np.zeros(len(keys), dtype=np.int32)
+        files = np.full(len(a), ABSENT, dtype=np.int32)
+        positions = np.zeros(len(a), dtype=np.int32)
         files[in_base], positions[in_base] = self.file[slots[in_base]], self.pos[slots[in_base]]
         for i in np.flatnonzero(~in_base):
             files[i], positions[i] = self.fresh.get((int(a[i]), int(b[i])), (ABSENT, 0))
@@ -129,10 +141,13 @@ class KeyIndex:
 
     def assign(self, keys: list[str], file_number: int | np.ndarray, positions: np.ndarray) -> None:
         """Record where ``keys`` (distinct) now live (file -1: deleted)."""
-        a, b = key_hashes(keys)
-        numbers = np.broadcast_to(np.asarray(file_number, dtype=np.int32), (len(keys),))
+        self.assign_hashed(*key_hashes(keys), file_number, positions)
+
+    def assign_hashed(self, a: np.ndarray, b: np.ndarray, file_number: int | np.ndarray, positions: np.ndarray) -> None:
+        """``assign`` for keys given by their hashes."""
+        numbers = np.broadcast_to(np.asarray(file_number, dtype=np.int32), (len(a),))
         positions = np.asarray(positions, dtype=np.int32)
-        if len(keys) > 1000:  # a large batch (the initial snapshot): everything into the base, vectorised
+        if len(a) > 1000:  # a large batch (the initial snapshot): everything into the base, vectorised
             self.merge_fresh()
         slots = self.slots(a, b)
         in_base = slots >= 0

@@ -29,7 +29,7 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from lakehouse.errors import TransientError
 from pipeline.cdc.expiry import expire_old_snapshots
 from pipeline.cdc.fold import FoldPlan, FoldPolicy, WrittenFold, commit_fold, fold, plan_fold, write_fold
-from pipeline.cdc.key_index import ABSENT, KeyIndex
+from pipeline.cdc.key_index import ABSENT, KeyIndex, key_hashes
 from pipeline.cdc.live_rows import FileCounts, live_files, read_index
 from pipeline.cdc.row_delta import RowDelta, write_data_file, write_position_deletes
 from pipeline.cdc.schema_history import SchemaRecord
@@ -221,7 +221,8 @@ class DimensionWriter:
             raise SchemaNotYetRecorded(f"{self.name}: changes carry {sorted(unknown)}, which no schema record of the "
                                        "capture names yet; retried once it is readable")
         batch_keys = newest.column("pk").to_pylist()
-        upserted = newest.filter(pc.not_equal(newest.column("op"), "d")).column("pk").to_pylist()
+        kept = pc.not_equal(newest.column("op"), "d")
+        upserted = newest.filter(kept).column("pk").to_pylist()
         for attempt in commit_attempts():
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
@@ -236,7 +237,7 @@ class DimensionWriter:
                     self.index = None
                 else:
                     self.rows = None
-                    self._row_delta(batch_keys, upserted, images, properties, evolve)
+                    self._row_delta(batch_keys, kept.to_numpy(zero_copy_only=False), images, properties, evolve)
                 if evolve:
                     self.schema, self.columns = evolve.arrow, columns
                     log.warning("dims: %s follows its source: %s", self.name,
@@ -360,11 +361,17 @@ class DimensionWriter:
         self.counts = FileCounts(0, 0)
         return rows
 
-    def _row_delta(self, batch_keys: list[str], upserted: list[str], images: pa.Table,
+    def _row_delta(self, batch_keys: list[str], kept: np.ndarray, images: pa.Table,
                    properties: dict[str, str], evolve: Evolution | None = None) -> None:
-        """One snapshot: the after-images as a data file, the rows they replace as position deletes."""
+        """One snapshot: the after-images as a data file, the rows they replace as position deletes.
+
+        ``kept``: which of ``batch_keys`` are not deleted; their after-images are ``images``, in that order.
+        The keys are hashed once, and the index learns where each now is in one step (hashing and
+        looking up each key three times was a fifth of the apply's time in a 10 M-row snapshot).
+        """
         index = self._index()
-        numbers, positions = index.locate(batch_keys)
+        a, b = key_hashes(batch_keys)
+        numbers, positions = index.locate_hashed(a, b)
         found = numbers != ABSENT
         deletes = pa.table({"file_path": pa.array([index.files[n] for n in numbers[found]], pa.string()),
                             "pos": pa.array(positions[found], pa.int64())})
@@ -378,7 +385,9 @@ class DimensionWriter:
                 if deletes.num_rows:
                     delta.add(write_position_deletes(tx.table_metadata, self.table.io,
                                                      self.table.location_provider(), deletes))
-        index.remove(batch_keys)
+        now_in = np.full(len(batch_keys), ABSENT, dtype=np.int32)  # a deleted key: no file
+        now_at = np.zeros(len(batch_keys), dtype=np.int32)
         if data is not None:
-            index.assign(upserted, index.number(data.file_path), np.arange(len(upserted)))
+            now_in[kept], now_at[kept] = index.number(data.file_path), np.arange(images.num_rows)
+        index.assign_hashed(a, b, now_in, now_at)
         self.counts.added(data, deletes.num_rows > 0, self.policy)

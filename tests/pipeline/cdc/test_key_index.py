@@ -101,3 +101,28 @@ def test_passes_in_pieces_count_and_find_deleted_rows_as_one_pass_would(monkeypa
                                 record_count=count) for n, count in ((0, 7), (1, 7), (2, 8))]
     deleted = {file.file_path: gone.tolist() for file, gone in fold._deleted_positions(index, files)}
     assert deleted == {"f0": [0], "f1": [1], "f2": [1, 5, 6]}  # f2's position 6 never held a key
+
+
+def test_a_large_batch_looked_up_in_hash_order_finds_what_single_lookups_find():
+    keys = [f"k{i}" for i in range(20_000)]
+    index = index_of(keys)
+    index.remove(keys[::7])
+    asked = [*np.random.default_rng(3).permutation(keys).tolist(), *(f"stranger{i}" for i in range(50))]
+    files, positions = index.locate(asked)  # > 1000 keys: the sorted lookup
+    one_by_one = [index.locate([k]) for k in asked[:300] + asked[-50:]]
+    assert files[:300].tolist() + files[-50:].tolist() == [int(f[0]) for f, _ in one_by_one]
+    expected = {k: (ABSENT if i % 7 == 0 else i) for i, k in enumerate(keys)}
+    assert [int(p) if f != ABSENT else ABSENT for f, p in zip(files, positions, strict=True)][:-50] == \
+        [expected[k] for k in asked[:-50]]
+    assert (files[-50:] == ABSENT).all()
+
+
+def test_a_large_batch_hashed_once_lands_where_the_keyed_calls_put_it():
+    by_keys, by_hashes = index_of(["a", "b"]), index_of(["a", "b"])
+    keys = ["a", *(f"n{i}" for i in range(3000))]
+    numbers = np.where(np.arange(len(keys)) % 2 == 0, 1, ABSENT).astype(np.int32)
+    by_keys.assign(keys, numbers, np.arange(len(keys)))
+    by_hashes.assign_hashed(*key_hashes(keys), numbers, np.arange(len(keys)))
+    probe = ["a", "b", "n0", "n1", "n2999", "n1500"]
+    assert [x.tolist() for x in by_keys.locate(probe)] == [x.tolist() for x in by_hashes.locate_hashed(*key_hashes(probe))]
+    assert by_keys.locate(["a", "n0"])[0].tolist() == [1, ABSENT] and len(by_keys) == len(by_hashes) == 1 + 1 + 1500
