@@ -9,8 +9,10 @@ those freed-but-kept pages is what pushed the apply's peak RSS past 1 GiB while 
 (docs/cdc.md, "The apply's memory, profiled").
 
 ``keep_resident_small()`` fixes the mmap threshold (arrays above it are mapped and unmapped,
-given back at once) and caps the arenas; ``give_back_freed()`` returns the arenas' free pages
-after a large step. Both are no-ops off glibc (macOS, musl): the process works the same there,
+given back at once); ``give_back_freed()`` returns the arenas' free pages after a large step.
+The arenas are not capped: two arenas for the apply's threads and librdkafka's made a 1 M-row
+snapshot slower (36-43 s against 30-32 s with the threshold alone, 36-38 s with neither;
+docs/cdc.md). Both are no-ops off glibc (macOS, musl): the process works the same there,
 only with the allocator's defaults.
 """
 
@@ -25,12 +27,9 @@ log = logging.getLogger(__name__)
 
 #: glibc's mallopt parameters (malloc.h)
 M_MMAP_THRESHOLD = -3
-M_ARENA_MAX = -8
 
 #: arrays above this are mapped on their own and unmapped when freed (a fixed value also stops glibc raising it)
 MMAP_THRESHOLD = 1 << 20
-#: arenas: the apply's threads (one per table, the fold, its delete writers) share two instead of one each
-ARENA_MAX = 2
 
 
 @cache
@@ -41,6 +40,7 @@ def _libc() -> ctypes.CDLL | None:
     try:
         libc = ctypes.CDLL(name)
         libc.mallopt, libc.malloc_trim  # noqa: B018 - glibc has both; musl and macOS do not
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
     except (OSError, AttributeError):
         return None
     return libc
@@ -49,16 +49,16 @@ def _libc() -> ctypes.CDLL | None:
 def keep_resident_small() -> bool:
     """Set the allocator so freed large arrays leave the process; True when it took effect (glibc).
 
-    Call it early, before the threads start: an arena made before the cap stays.
+    Call it early: what was allocated before stays where it is.
     """
     libc = _libc()
     if libc is None:
         log.debug("not glibc: the allocator's defaults stay")
         return False
-    ok = bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(libc.mallopt(M_ARENA_MAX, ARENA_MAX))
-    if not ok:
-        log.warning("mallopt refused the mmap threshold or the arena cap: the allocator's defaults stay")
-    return ok
+    if not libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD):
+        log.warning("mallopt refused the mmap threshold: the allocator's defaults stay")
+        return False
+    return True
 
 
 def give_back_freed() -> None:

@@ -90,7 +90,7 @@ class DimensionApplyJob(KafkaBatchJob):
     name = "dims"
 
     def __init__(self, spark, settings: Settings):
-        keep_resident_small()  # before its threads start: at 10 M keys the allocator's keeping was 100+ MB
+        keep_resident_small()  # first: at 10 M keys the allocator kept 100+ MB of freed arrays
         self.settings = settings
         ensure_dimension_tables(settings)
         self.history = SchemaWatch(settings)

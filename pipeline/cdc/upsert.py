@@ -278,7 +278,7 @@ class DimensionWriter:
             return
         self.counts = FileCounts.of(live_files(self.table), self.policy)
         expire_old_snapshots(self.table)
-        give_back_freed()  # the fold's tables and arrays, freed in its thread's arena
+        give_back_freed()  # the fold's NumPy arrays and Python objects (Arrow keeps its own pool), freed in its thread
 
     def wait_for_fold(self) -> None:
         """Until the fold being written (if any) is committed (tests, and a clean stop)."""
