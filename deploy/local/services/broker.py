@@ -72,6 +72,17 @@ def server_properties(settings: Settings, log_dir: str) -> dict[str, str]:
     }
 
 
+def new_cluster_id() -> str:
+    """A random Kafka cluster id (16 bytes, URL-safe base64), never starting with "-".
+
+    One in 64 random ids starts with "-"; the format tool then reads it as an option and fails
+    ("argument --cluster-id/-t: expected one argument"). Kafka's own generator draws again too.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
 class Broker(Service):
     name = "kafka"
     startup_timeout = 60.0
@@ -106,8 +117,7 @@ class Broker(Service):
         (self.config_dir / "log4j2.properties").write_text(LOG4J2)
         if (self.data_dir / "log" / "meta.properties").exists():
             return
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        command = self._java("kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id,
+        command = self._java("kafka.tools.StorageTool", "format", "--standalone", "-t", new_cluster_id(),
                              "-c", str(self.properties_path), heap_mb=256)
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
