@@ -46,7 +46,7 @@ from pipeline.cdc import gtid as gtids
 from pipeline.cdc.checkpoints import read_checkpoint
 from pipeline.cdc.ddl import DdlFollower, read_schemas, snapshot_records
 from pipeline.cdc.schema_history import SchemaRecord, latest, read_all
-from pipeline.cdc.snapshot_read import open_consistent_read, table_rows
+from pipeline.cdc.snapshot_read import json_rows, open_consistent_read, server_json_select, table_rows
 
 log = logging.getLogger(__name__)
 
@@ -206,14 +206,17 @@ class Capture:
             ts_ms = int(time.time() * 1000)
             total = 0
             for t_index, table in enumerate(self.tables):
-                envelopes = None
-                for names, values, last_of_table in table_rows(conn, table, self.keys[table]):
-                    if envelopes is None:
-                        envelopes = env.SnapshotEnvelopes(
-                            names, self.keys[table], connector=self.connector, name=self.settings.kafka.cdc_topic_prefix,
-                            db=self.db, table=table, server_id=self.settings.mariadb.server_id, ts_ms=ts_ms, file=file,
-                            pos=pos)
-                    key, value = envelopes.encode(values, total, t_index == len(self.tables) - 1 and last_of_table)
+                envelopes = env.SnapshotEnvelopes(
+                    [c.name for c in schemas[table].columns], self.keys[table], connector=self.connector,
+                    name=self.settings.kafka.cdc_topic_prefix, db=self.db, table=table,
+                    server_id=self.settings.mariadb.server_id, ts_ms=ts_ms, file=file, pos=pos)
+                select = server_json_select(conn, schemas[table])
+                width = len(self.keys[table])
+                rows = table_rows(conn, table, self.keys[table]) if select is None else json_rows(conn, select)
+                for _names, values, last_of_table in rows:
+                    last = t_index == len(self.tables) - 1 and last_of_table
+                    key, value = (envelopes.encode(values, total, last) if select is None
+                                  else envelopes.encode_image(values[:width], values[width], total, last))
                     self._send(table, "r", key, value)
                     total += 1
             cur.execute("COMMIT")

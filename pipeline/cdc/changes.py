@@ -7,6 +7,12 @@ is picked out of the image without building it, and the after-image is passed on
 it already is. Decoding every image into a dict and encoding the after-image again was most
 of the apply's own time in a 10 M-row snapshot (profiled). Anything the struct does not
 match exactly is decoded the slow way, which names what is wrong (``EnvelopeError``).
+
+A whole batch is first decoded at once in Arrow's JSON reader (``_decode_batch``: op, source,
+key, ~3 us a record against ~13 us record by record in Python), the after-image cut out of
+each record as the text it is. Anything unusual in the batch (a value that is not the
+capture's layout, a key of another type, a bad field) sends the whole batch down the record
+by record path, which decodes the same changes or says which record is wrong.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from typing import Any
 
 import msgspec
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
 
 from lakehouse.errors import FatalError
 from pipeline.cdc import envelope as env
@@ -61,6 +69,11 @@ def _key_of(key: str):
 
 def parse_changes(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch:
     """Raw Kafka records -> one row per change; raises EnvelopeError on anything unknown."""
+    return _decode_batch(raw, keys) or _decode_records(raw, keys)
+
+
+def _decode_records(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch:
+    """``parse_changes`` one record at a time: slower, and it names the record that is wrong."""
     topics = raw.column("topic").to_pylist()
     changes = []
     for i, value in enumerate(raw.column("value").to_pylist()):
@@ -126,3 +139,89 @@ def _change(value: bytes, key: str) -> tuple:
             _encode(record["after"]).decode() if op != "d" else None)
 
 
+
+
+_SOURCE = pa.struct([("table", pa.string()), ("ts_ms", pa.int64()), ("file", pa.string()), ("pos", pa.int64()),
+                     ("row", pa.int64())])
+
+
+def _decode_batch(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch | None:
+    """The batch's changes decoded in Arrow's JSON reader, or None if any record is not plainly well formed."""
+    topics = raw.column("topic")
+    values = raw.column("value")
+    names = pc.unique(topics).to_pylist()
+    if raw.num_rows == 0 or values.null_count or not all(topic in keys for topic in names):
+        return None
+    texts = values.to_pylist()
+    decoded = _read_json(b"\n".join(texts), sorted({keys[topic] for topic in names}))
+    if decoded is None or decoded.num_rows != raw.num_rows:
+        return None
+    op, source = decoded.column("op").combine_chunks(), decoded.column("source").combine_chunks()
+    fields = {name: source.field(name) for name in _SOURCE.names}
+    deletes = pc.equal(op, "d")
+    pk = _keys(decoded, deletes, topics, keys)
+    checks = [pc.is_in(op, value_set=pa.array(sorted(env.OPS))), pc.invert(pc.is_null(source))]
+    checks += [pc.is_valid(column) for column in (pk, *fields.values())]
+    checks += [pc.greater_equal(fields[name], 0) for name in ("ts_ms", "pos", "row")]
+    if not all(pc.all(check).as_py() for check in checks):
+        return None
+    afters = _after_texts(texts, deletes.to_pylist())
+    if afters is None:
+        return None
+    try:
+        after = pa.array(afters, pa.binary()).cast(pa.string())  # the cast checks the text is UTF-8
+    except pa.ArrowInvalid:
+        return None
+    order = pc.binary_join_element_wise(fields["file"], *(pc.utf8_lpad(fields[n].cast(pa.string()), width, "0")
+                                                          for n, width in (("pos", 15), ("row", 6))), ":")
+    arrays = [topics, raw.column("partition"), raw.column("offset"), fields["table"], op, pk, order, fields["ts_ms"],
+              after]
+    return pa.RecordBatch.from_arrays(arrays, schema=CHANGE_SCHEMA)
+
+
+def _read_json(lines: bytes, key_names: list[str]) -> pa.Table | None:
+    """op, source and the images' key fields of each line; a key read as text, else as an integer."""
+    for kind in (pa.string(), pa.int64()):
+        image = pa.struct([(name, kind) for name in key_names])
+        schema = pa.schema([("op", pa.string()), ("before", image), ("after", image), ("source", _SOURCE)])
+        try:
+            return pa_json.read_json(pa.py_buffer(lines), parse_options=pa_json.ParseOptions(
+                explicit_schema=schema, unexpected_field_behavior="ignore"))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+    return None
+
+
+def _keys(decoded: pa.Table, deletes: pa.Array, topics: pa.Array, keys: dict[str, str]) -> pa.Array:
+    """Each change's key as text: from the before-image of a delete, else the after-image; by its topic's key."""
+    before, after = decoded.column("before").combine_chunks(), decoded.column("after").combine_chunks()
+    in_batch = pc.unique(topics)
+    key_name = pc.take(pa.array([keys[topic] for topic in in_batch.to_pylist()]), pc.index_in(topics, in_batch))
+    names = pc.unique(key_name).to_pylist()
+    pk = pc.if_else(deletes, pc.struct_field(before, names[0]), pc.struct_field(after, names[0]))
+    for name in names[1:]:
+        value = pc.if_else(deletes, pc.struct_field(before, name), pc.struct_field(after, name))
+        pk = pc.if_else(pc.equal(key_name, name), value, pk)
+    return pk.cast(pa.string())
+
+
+class _AfterOnly(msgspec.Struct):
+    after: msgspec.Raw = msgspec.Raw(_NULL)
+
+
+_after_only = msgspec.json.Decoder(_AfterOnly).decode
+
+
+def _after_texts(texts: list[bytes], deletes: list[bool]) -> list[bytes | None] | None:
+    """Each record's after-image as the JSON text it is (None for a delete), or None when a record is not one
+    JSON document on one line (the reader's lines would then not be the records)."""
+    afters: list[bytes | None] = []
+    try:
+        for text, delete in zip(texts, deletes, strict=True):
+            after = _after_only(text).after  # the whole record is parsed: one document, nothing after it
+            if b"\n" in text:
+                return None
+            afters.append(None if delete else bytes(after))
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return afters

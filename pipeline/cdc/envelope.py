@@ -115,8 +115,17 @@ class SnapshotEnvelopes:
     def encode(self, values: tuple, row: int, last: bool) -> tuple[bytes, bytes]:
         """(Kafka key, envelope) of the snapshot's ``row``-th row, ``values`` in ``names`` order."""
         after = dict(zip(self._names, [v if type(v) in _PLAIN else to_json_value(v) for v in values], strict=True))
-        key = encode({k: after[k] for k in self._key})
+        return self.encode_image([after[k] for k in self._key], encode(after), row, last)
+
+    def encode_image(self, key_values, after: bytes, row: int, last: bool) -> tuple[bytes, bytes]:
+        """(Kafka key, envelope) of a row whose after-image is already JSON (the server's ``JSON_OBJECT``).
+
+        The key is encoded here, from the key columns as read, exactly as ``encode`` does: Kafka
+        places a key by its bytes, and a later change of the row must land in the same partition.
+        """
+        key = encode({k: v if type(v) in _PLAIN else to_json_value(v) for k, v in zip(self._key, key_values,
+                                                                                        strict=True)})
         if not row & 0xFF or not self._now:
             self._now = str(int(time.time() * 1000)).encode()
-        return key, b"".join((b'{"before":null,"after":', encode(after), self._source[last], str(row).encode(),
+        return key, b"".join((b'{"before":null,"after":', after, self._source[last], str(row).encode(),
                               b'},"op":"r","ts_ms":', self._now, b',"transaction":null}'))

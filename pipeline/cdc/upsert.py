@@ -12,14 +12,11 @@ writes). Applying a batch twice gives the same rows, so a replay after a crash i
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 
-import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +26,7 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from lakehouse.errors import TransientError
 from pipeline.cdc.expiry import expire_old_snapshots
 from pipeline.cdc.fold import FoldPlan, FoldPolicy, WrittenFold, commit_fold, fold, plan_fold, write_fold
+from pipeline.cdc.images import after_fields, after_images, newest_per_key
 from pipeline.cdc.key_index import ABSENT, KeyIndex, key_hashes
 from pipeline.cdc.live_rows import FileCounts, live_files, read_index
 from pipeline.cdc.row_delta import RowDelta, write_data_file, write_position_deletes
@@ -51,108 +49,6 @@ class Evolution:
     changes: list[ColumnEvolution]
     source: SchemaRecord
     arrow: pa.Schema
-
-_decode = msgspec.json.Decoder().decode
-
-def newest_per_key(changes: pa.Table) -> pa.Table:
-    """Each key's last change in source (binlog) order, whatever order the batch arrived in."""
-    if changes.num_rows == 0:
-        return changes
-    order = pc.sort_indices(changes, sort_keys=[("order_key", "ascending")]).to_pylist()
-    last: dict[str, int] = {}
-    for index, key in zip(order, changes.column("pk").take(order).to_pylist(), strict=True):
-        last[key] = index
-    return changes.take(sorted(last.values()))
-
-
-def after_images(changes: pa.Table, columns: dict[str, str], schema: pa.Schema) -> pa.Table:
-    """The after-images of the non-delete changes, as rows of the table's ``schema``.
-
-    ``columns`` maps each table column to the source field it comes from (a column it does not
-    name, one a user added to the table, reads null). Values convert the
-    way a cast would: a value that does not fit the column's type reads null (the source
-    database enforces its own types, so this only guards the lake against surprises).
-    A column converts in one Arrow cast; only a column that holds a surprise goes value by value.
-    """
-    upserts = changes.filter(pc.not_equal(changes.column("op"), "d"))
-    parts = [_images(upserts.column("after").slice(start, IMAGE_CHUNK).to_pylist(), columns, schema)
-             for start in range(0, upserts.num_rows, IMAGE_CHUNK)]
-    return pa.concat_tables(parts) if parts else schema.empty_table()
-
-
-#: after-images decoded at a time: a snapshot batch of 200,000 decoded at once held ~200 MB of Python dicts
-IMAGE_CHUNK = 20_000
-
-
-def after_fields(changes: pa.Table) -> set[str]:
-    """The source fields the batch's after-images hold (a DDL may have added one).
-
-    Read from its first and last after-image in binlog order, not from every one: a row image
-    holds every column the table had when it was written, and columns only come (a drop stops
-    the capture until accepted, which the first image still shows), so the two bound every
-    image between them. Decoding all of them was ~0.5 s a 200,000-row snapshot batch.
-    """
-    upserts = changes.filter(pc.not_equal(changes.column("op"), "d"))
-    if upserts.num_rows == 0:
-        return set()
-    order = upserts.column("order_key")
-    ends = {pc.index(order, value).as_py() for value in pc.min_max(order).values()}
-    fields: set[str] = set()
-    for at in ends:
-        fields.update(_decode(upserts.column("after")[at].as_py()))
-    return fields
-
-
-def _images(texts: list[str], columns: dict[str, str], schema: pa.Schema) -> pa.Table:
-    images = [_decode(text) for text in texts]
-    arrays = []
-    for field in schema:
-        source = columns.get(field.name)
-        values = [None] * len(images) if source is None else [image.get(source) for image in images]
-        arrays.append(_column(values, field.type))
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def _column(values: list, kind: pa.DataType) -> pa.Array:
-    """``values`` as an array of ``kind``: one cast when they are what the source sends, else one by one."""
-    try:
-        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-            if all(v is None or isinstance(v, str) for v in values):
-                return pa.array(values, type=kind)
-        elif pa.types.is_integer(kind):
-            if all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in values):
-                return pa.array(values, type=kind)
-        elif pa.types.is_decimal(kind) or pa.types.is_timestamp(kind):
-            if all(v is None or isinstance(v, str) for v in values):
-                return pc.cast(pa.array(values, type=pa.string()), kind)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OverflowError):
-        pass
-    return pa.array([_convert(v, kind) for v in values], type=kind)
-
-
-def _convert(value, kind: pa.DataType):
-    if value is None:
-        return None
-    try:
-        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-            return value if isinstance(value, str) else json_text(value)
-        if pa.types.is_decimal(kind):
-            number = Decimal(str(value)).quantize(Decimal(1).scaleb(-kind.scale))
-            return number if len(number.as_tuple().digits) <= kind.precision else None
-        if pa.types.is_integer(kind):
-            return int(str(value))
-        if pa.types.is_timestamp(kind):
-            stamp = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-            return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)
-    except (ValueError, TypeError, InvalidOperation):
-        return None
-    raise TypeError(f"no conversion into {kind} (add it here when a dimension gets such a column)")
-
-
-def json_text(value) -> str:
-    """A non-string JSON value as a string column reads it (``1.5``, ``true``, ``{"a":1}``)."""
-    return json.dumps(value, separators=(",", ":"))
-
 
 class DimensionWriter:
     """Applies batches to one dimension table through a catalog of its own (one thread uses it).

@@ -10,10 +10,13 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pipeline.cdc.changes import CHANGE_SCHEMA
 from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
-from pipeline.cdc.upsert import DimensionWriter, after_fields, after_images, newest_per_key
+from pipeline.cdc.images import _decode_images, _read_images, after_fields, after_images, newest_per_key
+from pipeline.cdc.upsert import DimensionWriter
 from pipeline.kafka_source import offsets as kafka_offsets
 
 PRODUCT_COLUMNS = {c: c for c in ("productId", "name", "description", "product_price", "update_time")}
@@ -62,6 +65,35 @@ def test_after_images_take_the_table_types_and_a_value_that_does_not_fit_reads_n
     assert rows[2]["product_price"] == Decimal("4.0000") and rows[2]["name"] == "17"
     assert rows[0]["update_time"] == dt.datetime(2026, 11, 25, 3, 0, 0, 123000, tzinfo=dt.timezone.utc)
     assert all(r["added_by_a_user"] is None for r in rows)
+
+
+IMAGE_SCHEMA = pa.schema([("productId", pa.large_string(), False), ("name", pa.large_string()),
+                          ("level", pa.int32()), ("big", pa.int64()), ("product_price", pa.decimal128(10, 4)),
+                          ("update_time", pa.timestamp("us", tz="UTC")), ("added_by_a_user", pa.int32())])
+IMAGE_COLUMNS = {c: c for c in ("productId", "name", "level", "big", "product_price", "update_time")}
+_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=10)
+_images_of_source_types = st.lists(st.fixed_dictionaries({
+    "productId": _text.filter(bool), "name": st.one_of(st.none(), _text),
+    "level": st.one_of(st.none(), st.integers(-2**31, 2**31 - 1)),
+    "big": st.integers(-2**63, 2**63 - 1), "product_price": st.decimals(-999999, 999999, places=4).map(lambda d: f"{d:f}"),
+    "update_time": st.datetimes(dt.datetime(1971, 1, 1), dt.datetime(2100, 1, 1)).map(
+        lambda d: d.isoformat(timespec="milliseconds") + "Z")}), min_size=1, max_size=20)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(_images_of_source_types, st.sampled_from([None, {"level": "high"}, {"level": 2**40}, {"name": 5},
+                                                 {"product_price": "1.23456"}, {"update_time": "soon"}]))
+def test_images_read_in_arrow_equal_the_value_by_value_ones(images, surprise):
+    """A chunk of images of the source's own types is read in Arrow; one surprise sends it value by value."""
+    if surprise:
+        images = [*images[:-1], {**images[-1], **surprise}]
+    texts = [json.dumps(image) for image in images]
+    read = _read_images(texts, IMAGE_COLUMNS, IMAGE_SCHEMA)
+    decoded = _decode_images(texts, IMAGE_COLUMNS, IMAGE_SCHEMA)
+    assert (read is None) == bool(surprise)
+    assert read is None or read.to_pylist() == decoded.to_pylist()
+    if surprise == {"level": 2**40}:
+        assert decoded.column("level")[-1].as_py() is None  # does not fit an INT: reads null, not a crash
 
 
 @pytest.mark.stack
