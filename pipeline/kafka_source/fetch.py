@@ -55,41 +55,56 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
     consumer = _consumer(bootstrap, fetch_wait_ms)
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
-        cols: dict[str, list] = {name: [] for name in RAW_SCHEMA.names}
+        held: list = []  # the records of the batch being gathered
         position, last_progress = start, time.monotonic()
         while position < end:
             msgs = consumer.consume(num_messages=min(batch_rows, end - position), timeout=0.5)
-            for msg in msgs:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= end:  # only non-data records (e.g. txn markers) remain
-                            position = end
-                        continue
-                    raise RangeReadError(f"{topic}[{partition}] at {position}: {err}")
-                offset = msg.offset()
-                if offset >= end:
-                    position = end
-                    break
-                cols["topic"].append(topic)
-                cols["partition"].append(partition)
-                cols["offset"].append(offset)
-                cols["timestamp_ms"].append(msg.timestamp()[1])
-                cols["key"].append(msg.key())
-                cols["value"].append(msg.value())
-                position, last_progress = offset + 1, time.monotonic()
-            if len(cols["offset"]) >= batch_rows:
-                yield pa.RecordBatch.from_pydict(cols, schema=RAW_SCHEMA)
-                cols = {name: [] for name in RAW_SCHEMA.names}
+            taken, past_end = _records_before(msgs, end, f"{topic}[{partition}] at {position}")
+            if taken:
+                held += taken
+                position, last_progress = taken[-1].offset() + 1, time.monotonic()
+            if past_end:
+                position = end
+            if len(held) >= batch_rows:
+                yield _batch(topic, partition, held)
+                held = []
             if time.monotonic() - last_progress > timeout_s:
                 raise RangeReadError(
                     f"{topic}[{partition}]: planned to read [{start}, {end}) but reached only {position} "
                     f"in {timeout_s:.0f}s; the broker may be down or have lost records"
                 )
-        if cols["offset"]:
-            yield pa.RecordBatch.from_pydict(cols, schema=RAW_SCHEMA)
+        if held:
+            yield _batch(topic, partition, held)
     finally:
         consumer.close()
+
+
+def _records_before(msgs: list, end: int, where: str) -> tuple[list, bool]:
+    """The data records of ``msgs`` before offset ``end``, and whether the range's end was reached."""
+    taken = []
+    for msg in msgs:
+        err = msg.error()
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                if msg.offset() >= end:  # only non-data records (e.g. txn markers) remain
+                    return taken, True
+                continue
+            raise RangeReadError(f"{where}: {err}")
+        if msg.offset() >= end:
+            return taken, True
+        taken.append(msg)
+    return taken, False
+
+
+def _batch(topic: str, partition: int, msgs: list) -> pa.RecordBatch:
+    """Records as an Arrow batch, a column at a time (per record and per column it was a sixth of a
+    10 M-row snapshot's apply, profiled)."""
+    n = len(msgs)
+    return pa.RecordBatch.from_arrays([
+        pa.array([topic] * n, pa.string()), pa.array([partition] * n, pa.int32()),
+        pa.array([m.offset() for m in msgs], pa.int64()), pa.array([m.timestamp()[1] for m in msgs], pa.int64()),
+        pa.array([m.key() for m in msgs], pa.binary()), pa.array([m.value() for m in msgs], pa.binary())],
+        schema=RAW_SCHEMA)
 
 
 def fetcher(bootstrap: str, tasks: Sequence[Sequence[tuple[str, int, int, int]]],
