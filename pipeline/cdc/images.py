@@ -143,9 +143,9 @@ def _convert(value, kind: pa.DataType):
             number = Decimal(str(value)).quantize(Decimal(1).scaleb(-kind.scale))
             return number if len(number.as_tuple().digits) <= kind.precision else None
         if pa.types.is_integer(kind):
-            number, bits = int(str(value)), kind.bit_width
+            whole, bits = int(str(value)), kind.bit_width
             low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1)) if pa.types.is_signed_integer(kind) else (0, 2 ** bits)
-            return number if low <= number < high else None
+            return whole if low <= whole < high else None
         if pa.types.is_timestamp(kind):
             stamp = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
             return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)

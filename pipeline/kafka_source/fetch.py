@@ -81,7 +81,7 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
 
 def _records_before(msgs: list, end: int, where: str) -> tuple[list, bool]:
     """The data records of ``msgs`` before offset ``end``, and whether the range's end was reached."""
-    taken = []
+    taken: list = []
     for msg in msgs:
         err = msg.error()
         if err is not None:
