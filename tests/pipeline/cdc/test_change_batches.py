@@ -46,7 +46,7 @@ def _batch(records: list[tuple[str, bytes | None]]) -> pa.RecordBatch:
          "key": [None] * n, "value": [v for _, v in records]}, schema=RAW_SCHEMA)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.lists(changes(), min_size=1, max_size=30))
 def test_the_batch_path_answers_the_capture_s_envelopes_as_the_record_path_does(records):
     raw = _batch(records)
@@ -102,7 +102,7 @@ def broken(draw):
     return topic, env.encode(record)
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.lists(changes("cdc.shop.products"), max_size=5), broken(), st.lists(changes("cdc.shop.products"), max_size=5))
 def test_an_unusual_record_never_makes_the_batch_path_answer_otherwise(before, odd, after):
     raw = _batch([*before, odd, *after])
