@@ -131,7 +131,7 @@ def catalog() -> dict[str, Fault]:
 
 
 # The CI-sized subset: one of each kind of fault, the ones most likely to break exactly-once. A kill -9 of
-# the click job is not in it: tests/pipeline/clicks/test_click_faults.py kills that job three times at random
+# the click job is not in it: tests/pipeline/clicks/test_click_faults.py kills that job twice at random
 # moments under load and checks every event once, and here it cost two minutes of CI (a Spark restart on a
 # busy 2-core machine); kill:cdc stands for the supervisor restarting a killed job.
 CI_SUBSET = ("kill:cdc", "restart:kafka", "crash:kafka", "outage:s3", "outage:metastore", "disk-full", "clock")

@@ -1,6 +1,6 @@
 """The CI-sized chaos run: one fault of each kind under load, zero lost and zero duplicated.
 
-Runs `lakehouse chaos --faults ci --outage 15` as a user would (its own stack on ports +200, its run
+Runs `lakehouse chaos --faults ci --outage 15 --settle 5` as a user would (its own stack on ports +200, its run
 directory on a bounded tmpfs) and reads the table it writes. `make chaos` runs every
 fault; docs/chaos.md records that run's table.
 """
@@ -23,7 +23,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(3000)]
 def test_ci_faults_lose_and_duplicate_nothing(tmp_path):
     out = tmp_path / "chaos"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
-    run = subprocess.Popen([sys.executable, "-m", "cli", "chaos", "--faults", "ci", "--outage", "15", "--out", str(out)],
+    run = subprocess.Popen([sys.executable, "-m", "cli", "chaos", "--faults", "ci", "--outage", "15", "--settle", "5",
+                            "--out", str(out)],
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _, stderr = run.communicate(timeout=2700)
