@@ -153,6 +153,9 @@ def _decode_batch(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch |
     if raw.num_rows == 0 or values.null_count or not all(topic in keys for topic in names):
         return None
     texts = values.to_pylist()
+    afters = _after_texts(texts)  # first: Arrow's reader is only given lines that are each one JSON object
+    if afters is None:
+        return None
     decoded = _read_json(b"\n".join(texts), sorted({keys[topic] for topic in names}))
     if decoded is None or decoded.num_rows != raw.num_rows:
         return None
@@ -165,11 +168,8 @@ def _decode_batch(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch |
     checks += [pc.greater_equal(fields[name], 0) for name in ("ts_ms", "pos", "row")]
     if not all(pc.all(check).as_py() for check in checks):
         return None
-    afters = _after_texts(texts, deletes.to_pylist())
-    if afters is None:
-        return None
-    try:
-        after = pa.array(afters, pa.binary()).cast(pa.string())  # the cast checks the text is UTF-8
+    try:  # a delete's after-image is null; the cast checks the text is UTF-8
+        after = pc.if_else(deletes, pa.nulls(len(afters), pa.binary()), pa.array(afters, pa.binary())).cast(pa.string())
     except pa.ArrowInvalid:
         return None
     order = pc.binary_join_element_wise(fields["file"], *(pc.utf8_lpad(fields[n].cast(pa.string()), width, "0")
@@ -212,16 +212,16 @@ class _AfterOnly(msgspec.Struct):
 _after_only = msgspec.json.Decoder(_AfterOnly).decode
 
 
-def _after_texts(texts: list[bytes], deletes: list[bool]) -> list[bytes | None] | None:
-    """Each record's after-image as the JSON text it is (None for a delete), or None when a record is not one
-    JSON document on one line (the reader's lines would then not be the records)."""
-    afters: list[bytes | None] = []
+def _after_texts(texts: list[bytes]) -> list[bytes] | None:
+    """Each record's after-image as the JSON text it is, or None unless every record is one JSON object on one
+    line (so that the reader's lines are the records; a first line ``null`` crashed pyarrow 26's reader)."""
+    afters: list[bytes] = []
     try:
-        for text, delete in zip(texts, deletes, strict=True):
-            after = _after_only(text).after  # the whole record is parsed: one document, nothing after it
+        for text in texts:
+            after = _after_only(text).after  # the whole record is parsed: one object, nothing after it
             if b"\n" in text:
                 return None
-            afters.append(None if delete else bytes(after))
+            afters.append(bytes(after))
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
     return afters

@@ -92,8 +92,8 @@ def _read_images(texts: list[str], columns: dict[str, str], schema: pa.Schema) -
         kind = None if source is None else _json_kind(field.type)
         if source is not None and (kind is None or kinds.setdefault(source, kind) != kind):
             return None
-    if not texts or not kinds:
-        return None
+    if not texts or not kinds or not all(text[:1] == "{" and "\n" not in text for text in texts):
+        return None  # each line one object: pyarrow 26's reader crashed on a first line that was not one
     try:
         read = pa_json.read_json(pa.py_buffer("\n".join(texts).encode()), parse_options=pa_json.ParseOptions(
             explicit_schema=pa.schema(list(kinds.items())), unexpected_field_behavior="ignore"))

@@ -116,3 +116,17 @@ def test_an_unusual_record_never_makes_the_batch_path_answer_otherwise(before, o
     if fast is not None:
         assert fast.to_pylist() == slow.to_pylist()
     assert parse_changes(raw, KEYS).to_pylist() == slow.to_pylist()
+
+
+def test_a_first_record_that_is_not_an_object_is_named_not_a_crash():
+    """pyarrow 26's JSON reader crashed the process on a first line ``null``: such a batch never reaches it."""
+    good = env.encode(env.envelope("c", None, {"productId": "1"}, table="products", file="f", pos=4, row=0, **SOURCE))
+    for odd in (b"null", b"1", b'"x"', b"[]", b" null"):
+        raw = _batch([("cdc.shop.products", odd), ("cdc.shop.products", good)])
+        assert _decode_batch(raw, KEYS) is None
+        try:
+            parse_changes(raw, KEYS)
+        except EnvelopeError as exc:
+            assert "cdc.shop.products[0]@0" in str(exc)
+        else:
+            raise AssertionError(f"{odd!r} parsed")
