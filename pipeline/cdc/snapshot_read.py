@@ -75,8 +75,9 @@ def _rows(conn, select: str, chunk: int) -> Iterator[tuple[list[str], tuple, boo
 
 
 #: text types the server and PyMySQL both give as the column's characters (SET is a Python set in
-#: PyMySQL, TIME a timedelta, JSON a document: those tables take the row-by-row path)
-_TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum"}
+#: PyMySQL, TIME a timedelta; LONGTEXT is also MariaDB's JSON, which JSON_OBJECT would nest as a
+#: document, not quote as text: those tables take the row-by-row path)
+_TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "enum"}
 
 
 def _json_value(column) -> str | None:
