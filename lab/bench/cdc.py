@@ -103,7 +103,7 @@ def _wait_for_inserts(spark, table: str, name: str, inserted: int, timeout: floa
         time.sleep(0.5)
 
 
-def _free_port(host: str) -> int:
+def free_port(host: str) -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
@@ -119,12 +119,13 @@ def start_capture(s: Settings, log_path: Path) -> subprocess.Popen:
     return start_job_process(s, "cdc", log_path)
 
 
-def start_job_process(s: Settings, job: str, log_path: Path) -> subprocess.Popen:
-    """`lakehouse run <job>` as a process of its own, with ``s`` and a free metrics port (beside a running stack's)."""
+def start_job_process(s: Settings, job: str, log_path: Path, port: int | None = None) -> subprocess.Popen:
+    """`lakehouse run <job>` as a process of its own, with ``s`` and its metrics on ``port`` (default: a free
+    one, beside a running stack's)."""
     port_setting = {"cdc": "CDC_PORT", "dims": "PIPELINE_PORT", "clicks": "PIPELINE_PORT", "clicks-arrow": "PIPELINE_PORT",
                    "aggregate": "AGGREGATE_PORT"}[job]
     env = {**os.environ, **settings_env(s, with_secrets=True),
-           f"LAKEHOUSE_METRICS__{port_setting}": str(_free_port(s.metrics.host))}
+           f"LAKEHOUSE_METRICS__{port_setting}": str(port or free_port(s.metrics.host))}
     with log_path.open("ab") as log:
         return subprocess.Popen([sys.executable, "-m", "cli.main", "run", job, "--log-level", "info"],
                                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -24,15 +24,14 @@ as in every runtime.
 from __future__ import annotations
 
 import random
-import signal
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 
 from deploy.local.services.broker import Broker
 from deploy.local.services.mariadb import connect, create_source_database
-from lab.bench.cdc import bench_settings, discard_cdc_world, start_job_process
+from lab.bench.cdc import bench_settings, discard_cdc_world
+from lab.bench.cdc_processes import CdcProcesses
 from lab.bench.freshness import MarkedFreshness, quantiles
 from lab.bench.ingest import commit_rate
 from lab.bench.process_cpu import CpuMeter, PeakRss, peak_rss_mb, service_cpu, tree_cpu_seconds
@@ -103,6 +102,8 @@ class ScaleResult:
     reads_during: list[tuple[float, ReadCost]] = field(default_factory=list)
     #: cores each part used while the changes ran (CPU seconds / seconds): what 1,000 changes/s cost
     cores: dict[str, float] = field(default_factory=dict)
+    #: cores each part used through the snapshot (two of them busy: the part that uses most is what to cut)
+    snapshot_cores: dict[str, float] = field(default_factory=dict)
     fingerprints: dict[str, tuple] = field(default_factory=dict)
     sample_differences: dict[str, int] = field(default_factory=dict)
     kills: list[str] = field(default_factory=list)
@@ -172,45 +173,6 @@ class MemberChanges:
         return 1
 
 
-class CdcProcesses:
-    """The capture and the apply job as processes of their own, which a chaos run kills with SIGKILL and restarts."""
-
-    def __init__(self, s: Settings, tag: str):
-        self.s, self.logs = s, s.run_dir / "logs"
-        self.logs.mkdir(parents=True, exist_ok=True)
-        self.tag = tag
-        self.running = {name: self._start(name) for name in ("cdc", "dims")}
-        self.kills: list[str] = []
-
-    def _start(self, name: str) -> subprocess.Popen:
-        return start_job_process(self.s, name, self.logs / f"bench-cdc-scale-{name}-{self.tag}.log")
-
-    def pids(self) -> dict[str, int]:
-        return {"capture": self.running["cdc"].pid, "apply": self.running["dims"].pid}
-
-    def check(self) -> None:
-        for name, p in self.running.items():
-            if p.poll() is not None:
-                raise LakehouseError(f"`lakehouse run {name}` ended (exit {p.returncode}); its log: "
-                                   f"{self.logs / f'bench-cdc-scale-{name}-{self.tag}.log'}")
-
-    def crash(self, name: str, when: str) -> None:
-        """kill -9 one of them, then start it again (as a supervisor would)."""
-        self.running[name].kill()
-        self.running[name].wait()
-        self.running[name] = self._start(name)
-        self.kills.append(f"{name} {when}")
-
-    def stop(self) -> None:
-        for p in self.running.values():
-            p.send_signal(signal.SIGTERM)
-        for p in self.running.values():
-            try:
-                p.wait(60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-
-
 def _applied(s: Settings) -> int:
     """Changes the member table has committed (offsets in its newest progress snapshot)."""
     table = pyiceberg_catalog(s).load_table(s.catalog.members_table)
@@ -218,15 +180,18 @@ def _applied(s: Settings) -> int:
 
 
 def _wait_applied(s: Settings, target: int, timeout: float, processes: CdcProcesses) -> float:
+    """Seconds until the member table holds the changes up to ``target``: polled on the apply's metrics,
+    confirmed on the table."""
     began = time.monotonic()
     while time.monotonic() - began < timeout:
         processes.check()
+        reported = processes.applied()
         try:
-            if _applied(s) >= target:
+            if (reported is None or reported >= target) and _applied(s) >= target:
                 return time.monotonic() - began
         except Exception:  # noqa: BLE001 - the table may not exist yet
             pass
-        time.sleep(0.5)
+        time.sleep(0.5 if reported is not None else 2.0)
     raise LakehouseError(f"the apply did not reach offset {target:,} in {timeout:.0f}s")
 
 
@@ -276,6 +241,8 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
     writer = MemberChanges(s, members)
     try:
         peaks = PeakRss(processes.pids)
+        meter = _cpu_meter(s, processes)
+        meter.start()
         during = threading.Thread(target=writer.run, args=(100, 20.0), daemon=True)  # changes *during* the snapshot
         during.start()
         if chaos:
@@ -287,10 +254,12 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
         snapshot_s = time.monotonic() - began
         during.join()
         snapshot_peaks = peaks.stop()
+        snapshot_cpu = meter.stop()
         progress(f"snapshot: {members:,} rows applied in {snapshot_s:.1f}s ({members / snapshot_s:,.0f} rows/s); "
                  f"peak RSS capture {snapshot_peaks['capture']:,.0f} MiB, apply {snapshot_peaks['apply']:,.0f} MiB")
         result = ScaleResult(members, loaded.rows_per_s, members / snapshot_s, snapshot_peaks["capture"],
-                             snapshot_peaks["apply"])
+                             snapshot_peaks["apply"],
+                             snapshot_cores={part: cpu / snapshot_s for part, cpu in snapshot_cpu.items()})
         _wait_applied(s, _topic_end(s), 300, processes)
         result.reads_start = read_cost(s, members)
         if duration > 0:
@@ -307,6 +276,14 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
     if not keep:
         discard_cdc_world(s)
     return result
+
+
+def _cpu_meter(s: Settings, processes: CdcProcesses) -> CpuMeter:
+    """CPU seconds of every part the CDC path runs on (the benchmark's own process left out)."""
+    return CpuMeter({"apply": lambda: tree_cpu_seconds(processes.pids()["apply"]),
+                     "capture": lambda: tree_cpu_seconds(processes.pids()["capture"]),
+                     "MariaDB": service_cpu(s.mariadb.port), "Kafka": service_cpu(s.kafka.port),
+                     "object store": service_cpu(s.s3.port), "metastore": service_cpu(s.metastore.port)})
 
 
 def _restart(s: Settings, processes: CdcProcesses, writer: MemberChanges) -> tuple[float, float]:
@@ -336,10 +313,7 @@ def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float
             processes: CdcProcesses, progress, chaos: bool) -> None:
     progress(f"writing {rate:,.0f} changes/s for {duration:.0f}s")
     peaks = PeakRss(lambda: {"apply": processes.pids()["apply"]})
-    meter = CpuMeter({"apply": lambda: tree_cpu_seconds(processes.pids()["apply"]),
-                      "capture": lambda: tree_cpu_seconds(processes.pids()["capture"]),
-                      "MariaDB": service_cpu(s.mariadb.port), "object store": service_cpu(s.s3.port),
-                      "metastore": service_cpu(s.metastore.port)})
+    meter = _cpu_meter(s, processes)
     meter.start()
     since_ms, began = int(time.time() * 1000), time.monotonic()
     first = _applied(s)
@@ -354,7 +328,8 @@ def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float
         elapsed = time.monotonic() - began
         if crashes and elapsed >= crashes[0][0]:
             processes.crash(crashes.pop(0)[1], "during the changes")
-        samples.append((elapsed, _applied(s) - first))
+        reported = processes.applied()
+        samples.append((elapsed, (_applied(s) if reported is None else reported) - first))
         if elapsed >= next_read and elapsed < duration - 10:
             cost = read_cost(s, result.members, repeat=5)
             result.reads_during.append((elapsed, cost))

@@ -19,6 +19,7 @@ def cdc_at_scale(settings, rate: float, duration: float, members: int, engines: 
         ("initial snapshot, capture start -> last row committed (rows/s)", f"{r.snapshot_rows_per_s:,.0f}"),
         ("peak RSS during the snapshot: capture / apply (MiB)",
          f"{r.snapshot_capture_rss_mb:,.0f} / {r.snapshot_apply_rss_mb:,.0f}"),
+        ("cores used through the snapshot", ", ".join(f"{part} {cores:.2f}" for part, cores in r.snapshot_cores.items())),
         ("changes written", f"{r.changes:,}"),
         ("sustained changes/s (applied while the load ran)", f"{r.sustained_cps:,.0f}"),
         ("apply freshness p50 / p95 (s)", f"{r.freshness_p50_s:.2f} / {r.freshness_p95_s:.2f}"),

@@ -152,7 +152,7 @@ class DimensionApplyJob(KafkaBatchJob):
         batches = [parse_changes(raw, keys)
                    for r in work
                    for raw in read_range(self.settings.kafka.bootstrap, r.topic, r.partition, r.start, r.end,
-                                         fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms)]
+                                         fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms, keys_and_times=False)]
         return pa.Table.from_batches(batches, schema=CHANGE_SCHEMA)
 
     @staticmethod

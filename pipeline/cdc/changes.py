@@ -1,18 +1,18 @@
 """The change topics' records as rows the apply job works with: one per change, checked.
 
 Each Kafka record is a Debezium-style envelope (``pipeline.cdc.envelope``). The apply needs
-only its table, op, key, binlog position, source time and the after-image as JSON text, so a
-record is decoded into a typed struct whose images stay raw bytes (``msgspec.Raw``): the key
-is picked out of the image without building it, and the after-image is passed on as the text
-it already is. Decoding every image into a dict and encoding the after-image again was most
-of the apply's own time in a 10 M-row snapshot (profiled). Anything the struct does not
-match exactly is decoded the slow way, which names what is wrong (``EnvelopeError``).
+its table, op, key, binlog position and source time, and the after-image, which
+``pipeline.cdc.images`` reads out of the record's own text when it builds the rows: the
+record is kept as the text it arrived as (the ``envelope`` column), never cut apart or
+encoded again here.
 
-A whole batch is first decoded at once in Arrow's JSON reader (``_decode_batch``: op, source,
-key, ~3 us a record against ~13 us record by record in Python), the after-image cut out of
-each record as the text it is. Anything unusual in the batch (a value that is not the
-capture's layout, a key of another type, a bad field) sends the whole batch down the record
-by record path, which decodes the same changes or says which record is wrong.
+A whole batch is first decoded at once in Arrow's JSON reader (``_decode_batch``: op, source
+and key; the batch's lines are the records' bytes joined in Arrow, no Python object a
+record). Anything unusual in the batch (a record that is not one JSON object on one line, a
+key of another type, a bad field) sends the whole batch down the record by record path
+(``_decode_records``, msgspec), which decodes the same changes or says which record is wrong.
+Cutting each record's after-image out in Python was a seventh of the apply's time in a 1 M-row
+snapshot (profiled).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import functools
 from typing import Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
@@ -30,10 +31,9 @@ from pipeline.cdc import envelope as env
 
 CHANGE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
                            ("tbl", pa.string()), ("op", pa.string()), ("pk", pa.string()),
-                           ("order_key", pa.string()), ("source_ts_ms", pa.int64()), ("after", pa.string())])
+                           ("order_key", pa.string()), ("source_ts_ms", pa.int64()), ("envelope", pa.string())])
 
 _decode = msgspec.json.Decoder().decode
-_encode = msgspec.json.Encoder(decimal_format="string").encode
 
 
 class EnvelopeError(FatalError, ValueError):
@@ -105,13 +105,12 @@ def _fast(value: bytes, key: str) -> tuple | None:
     if pk is None or isinstance(pk, (dict, list, bool)):
         return None
     source = record.source
-    after = None if record.op == "d" else bytes(record.after).decode()
     return (source.table, record.op, str(pk), f"{source.file}:{source.pos:015d}:{source.row:06d}", source.ts_ms,
-            after)
+            value.decode())
 
 
 def _change(value: bytes, key: str) -> tuple:
-    """(table, op, pk, order key, source ts, after JSON) of one envelope, or EnvelopeError saying what is wrong."""
+    """(table, op, pk, order key, source ts, the record's text) of one envelope, or EnvelopeError saying what is wrong."""
     try:
         record = _decode(value)  # msgspec: a 10 M-row snapshot decodes ~3x faster than with json
     except msgspec.DecodeError as exc:
@@ -135,8 +134,7 @@ def _change(value: bytes, key: str) -> tuple:
         order = env.order_key(source)
     except (KeyError, TypeError, ValueError) as exc:
         raise EnvelopeError(f"source block without its binlog position ({exc!r})") from None
-    return (source.get("table"), op, str(image[key]), order, source["ts_ms"],
-            _encode(record["after"]).decode() if op != "d" else None)
+    return (source.get("table"), op, str(image[key]), order, source["ts_ms"], value.decode())
 
 
 
@@ -152,13 +150,14 @@ def _decode_batch(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch |
     names = pc.unique(topics).to_pylist()
     if raw.num_rows == 0 or values.null_count or not all(topic in keys for topic in names):
         return None
-    texts = values.to_pylist()
-    afters = _after_texts(texts)  # first: Arrow's reader is only given lines that are each one JSON object
-    if afters is None:
+    lines = record_lines(values)
+    try:
+        text = values.cast(pa.string())  # the records are UTF-8 (the reader does not check every byte)
+    except pa.ArrowInvalid:
         return None
-    decoded = _read_json(b"\n".join(texts), sorted({keys[topic] for topic in names}))
+    decoded = None if lines is None else _read_json(lines, sorted({keys[topic] for topic in names}))
     if decoded is None or decoded.num_rows != raw.num_rows:
-        return None
+        return None  # a record held more than one object: it read as more rows than records
     op, source = decoded.column("op").combine_chunks(), decoded.column("source").combine_chunks()
     fields = {name: source.field(name) for name in _SOURCE.names}
     deletes = pc.equal(op, "d")
@@ -168,15 +167,29 @@ def _decode_batch(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch |
     checks += [pc.greater_equal(fields[name], 0) for name in ("ts_ms", "pos", "row")]
     if not all(pc.all(check).as_py() for check in checks):
         return None
-    try:  # a delete's after-image is null; the cast checks the text is UTF-8
-        after = pc.if_else(deletes, pa.nulls(len(afters), pa.binary()), pa.array(afters, pa.binary())).cast(pa.string())
-    except pa.ArrowInvalid:
-        return None
     order = pc.binary_join_element_wise(fields["file"], *(pc.utf8_lpad(fields[n].cast(pa.string()), width, "0")
                                                           for n, width in (("pos", 15), ("row", 6))), ":")
     arrays = [topics, raw.column("partition"), raw.column("offset"), fields["table"], op, pk, order, fields["ts_ms"],
-              after]
+              text]
     return pa.RecordBatch.from_arrays(arrays, schema=CHANGE_SCHEMA)
+
+
+def record_lines(values: pa.Array) -> pa.Buffer | None:
+    """The values, each ended by a line break, as one buffer for Arrow's JSON reader; None unless every
+    value opens a JSON object.
+
+    Arrow's reader is never given a first line that is not an object (a first line ``null``
+    crashed pyarrow 26's reader). A value holding anything more than one object (another
+    value after it, a line break between two) reads as more than one row, or fails to parse:
+    the caller compares the rows read with the values given. Built in Arrow, no Python object
+    a value (joining the values in Python and checking each was a seventh of the apply's time).
+    """
+    values = values.cast(pa.binary())
+    if not len(values) or not pc.all(pc.starts_with(values, "{")).as_py():
+        return None
+    joined = pc.binary_join_element_wise(values, pa.scalar(b"", pa.binary()), pa.scalar(b"\n", pa.binary()))
+    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32)
+    return joined.buffers()[2][int(offsets[joined.offset]):int(offsets[joined.offset + len(joined)])]
 
 
 def _read_json(lines: bytes, key_names: list[str]) -> pa.Table | None:
@@ -203,25 +216,3 @@ def _keys(decoded: pa.Table, deletes: pa.Array, topics: pa.Array, keys: dict[str
         value = pc.if_else(deletes, pc.struct_field(before, name), pc.struct_field(after, name))
         pk = pc.if_else(pc.equal(key_name, name), value, pk)
     return pk.cast(pa.string())
-
-
-class _AfterOnly(msgspec.Struct):
-    after: msgspec.Raw = msgspec.Raw(_NULL)
-
-
-_after_only = msgspec.json.Decoder(_AfterOnly).decode
-
-
-def _after_texts(texts: list[bytes]) -> list[bytes] | None:
-    """Each record's after-image as the JSON text it is, or None unless every record is one JSON object on one
-    line (so that the reader's lines are the records; a first line ``null`` crashed pyarrow 26's reader)."""
-    afters: list[bytes] = []
-    try:
-        for text in texts:
-            after = _after_only(text).after  # the whole record is parsed: one object, nothing after it
-            if b"\n" in text:
-                return None
-            afters.append(bytes(after))
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
-    return afters

@@ -1,10 +1,11 @@
 """A batch's changes as rows: each key's newest change, and the after-images in the table's types.
 
-The after-images arrive as the JSON text the capture wrote. A chunk of them is read at once
-by Arrow's JSON reader when every value is what the source sends for its column (text for
-text, decimals and timestamps, a number for an integer), and converted in one cast a column;
-anything else (a value of another JSON type, a number that does not fit) sends the chunk
-down the value-by-value path, where a value that does not fit its column reads null.
+The after-images are read out of the change records' own text (the ``envelope`` column of
+``pipeline.cdc.changes``). A chunk of records is read at once by Arrow's JSON reader, only
+the after-image's fields, when every value is what the source sends for its column (text
+for text, decimals and timestamps, a number for an integer), and converted in one cast a
+column; anything else (a value of another JSON type, a number that does not fit) sends the
+chunk down the value-by-value path, where a value that does not fit its column reads null.
 """
 
 from __future__ import annotations
@@ -19,7 +20,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
+from pipeline.cdc.changes import record_lines
+
 _decode = msgspec.json.Decoder().decode
+
+
+class _AfterOnly(msgspec.Struct):
+    after: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_after_only = msgspec.json.Decoder(_AfterOnly).decode
 
 def newest_per_key(changes: pa.Table) -> pa.Table:
     """Each key's last change in source (binlog) order, whatever order the batch arrived in."""
@@ -29,6 +39,8 @@ def newest_per_key(changes: pa.Table) -> pa.Table:
     keys = changes.column("pk").take(order)
     last = np.ones(len(keys), dtype=bool)  # the last of each key's run: the next row has another key
     last[:-1] = pc.not_equal(keys[:-1], keys[1:]).to_numpy(zero_copy_only=False)
+    if last.all():  # every key once (a snapshot's batches): the batch as it is, not a copy of its records
+        return changes
     return changes.take(np.sort(order.to_numpy()[last]))
 
 
@@ -41,8 +53,9 @@ def after_images(changes: pa.Table, columns: dict[str, str], schema: pa.Schema) 
     database enforces its own types, so this only guards the lake against surprises).
     A column converts in one Arrow cast; only a column that holds a surprise goes value by value.
     """
-    upserts = changes.filter(pc.not_equal(changes.column("op"), "d"))
-    parts = [_images(upserts.column("after").slice(start, IMAGE_CHUNK).to_pylist(), columns, schema)
+    upserts = _upserts(changes)
+    records = upserts.column("envelope")
+    parts = [_images(records.slice(start, IMAGE_CHUNK).combine_chunks(), columns, schema)
              for start in range(0, upserts.num_rows, IMAGE_CHUNK)]
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
@@ -50,6 +63,10 @@ def after_images(changes: pa.Table, columns: dict[str, str], schema: pa.Schema) 
 #: after-images decoded at a time: a snapshot batch of 200,000 decoded at once held ~200 MB of Python dicts
 IMAGE_CHUNK = 20_000
 
+
+def _upserts(changes: pa.Table) -> pa.Table:
+    deletes = pc.equal(changes.column("op"), "d")
+    return changes.filter(pc.invert(deletes)) if pc.any(deletes).as_py() else changes  # no copy when none
 
 def after_fields(changes: pa.Table) -> set[str]:
     """The source fields the batch's after-images hold (a DDL may have added one).
@@ -59,19 +76,19 @@ def after_fields(changes: pa.Table) -> set[str]:
     the capture until accepted, which the first image still shows), so the two bound every
     image between them. Decoding all of them was ~0.5 s a 200,000-row snapshot batch.
     """
-    upserts = changes.filter(pc.not_equal(changes.column("op"), "d"))
+    upserts = _upserts(changes)
     if upserts.num_rows == 0:
         return set()
     order = upserts.column("order_key")
     ends = {pc.index(order, value).as_py() for value in pc.min_max(order).values()}
     fields: set[str] = set()
     for at in ends:
-        fields.update(_decode(upserts.column("after")[at].as_py()))
+        fields.update(_decode(_after_only(upserts.column("envelope")[at].as_py()).after))
     return fields
 
 
-def _images(texts: list[str], columns: dict[str, str], schema: pa.Schema) -> pa.Table:
-    return _read_images(texts, columns, schema) or _decode_images(texts, columns, schema)
+def _images(records: pa.Array, columns: dict[str, str], schema: pa.Schema) -> pa.Table:
+    return _read_images(records, columns, schema) or _decode_images(records.to_pylist(), columns, schema)
 
 
 def _json_kind(kind: pa.DataType) -> pa.DataType | None:
@@ -84,7 +101,7 @@ def _json_kind(kind: pa.DataType) -> pa.DataType | None:
     return None
 
 
-def _read_images(texts: list[str], columns: dict[str, str], schema: pa.Schema) -> pa.Table | None:
+def _read_images(records: pa.Array, columns: dict[str, str], schema: pa.Schema) -> pa.Table | None:
     """The images read by Arrow's JSON reader and cast a column at a time, or None if any value is a surprise."""
     kinds: dict[str, pa.DataType] = {}
     for field in schema:
@@ -92,22 +109,27 @@ def _read_images(texts: list[str], columns: dict[str, str], schema: pa.Schema) -
         kind = None if source is None else _json_kind(field.type)
         if source is not None and (kind is None or kinds.setdefault(source, kind) != kind):
             return None
-    if not texts or not kinds or not all(text[:1] == "{" and "\n" not in text for text in texts):
-        return None  # each line one object: pyarrow 26's reader crashed on a first line that was not one
+    lines = record_lines(records)
+    if lines is None or not kinds:
+        return None
     try:
-        read = pa_json.read_json(pa.py_buffer("\n".join(texts).encode()), parse_options=pa_json.ParseOptions(
-            explicit_schema=pa.schema(list(kinds.items())), unexpected_field_behavior="ignore"))
-        if read.num_rows != len(texts):
+        read = pa_json.read_json(lines, parse_options=pa_json.ParseOptions(
+            explicit_schema=pa.schema([("after", pa.struct(list(kinds.items())))]),
+            unexpected_field_behavior="ignore"))
+        if read.num_rows != len(records):
             return None
-        arrays = [pa.nulls(len(texts), field.type) if columns.get(field.name) is None
-                  else pc.cast(read.column(columns[field.name]), field.type) for field in schema]
+        after = read.column("after").combine_chunks()
+        if after.null_count:
+            return None
+        arrays = [pa.nulls(len(records), field.type) if columns.get(field.name) is None
+                  else pc.cast(pc.struct_field(after, columns[field.name]), field.type) for field in schema]
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None  # a value of another JSON type, or one that does not fit its column
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _decode_images(texts: list[str], columns: dict[str, str], schema: pa.Schema) -> pa.Table:
-    images = [_decode(text) for text in texts]
+def _decode_images(records: list[str], columns: dict[str, str], schema: pa.Schema) -> pa.Table:
+    images = [_decode(_after_only(record).after) for record in records]
     arrays = []
     for field in schema:
         source = columns.get(field.name)

@@ -27,8 +27,13 @@ def changes(*rows: tuple[str, str, int, dict | None]) -> pa.Table:
     return pa.Table.from_pylist([
         {"topic": "t", "partition": 0, "offset": i, "tbl": "products", "op": op, "pk": key,
          "order_key": f"binlog.000001:{pos:015d}:000000", "source_ts_ms": 0,
-         "after": None if after is None else json.dumps(after)}
+         "envelope": record(op, after)}
         for i, (op, key, pos, after) in enumerate(rows)], schema=CHANGE_SCHEMA)
+
+
+def record(op: str, after: dict | None) -> str:
+    """A change record's text as far as the images read it (a delete's image is its before-image)."""
+    return json.dumps({"before": after if op == "d" else None, "after": None if op == "d" else after, "op": op})
 
 
 def product(key: str, price, **more) -> dict:
@@ -87,8 +92,8 @@ def test_images_read_in_arrow_equal_the_value_by_value_ones(images, surprise):
     """A chunk of images of the source's own types is read in Arrow; one surprise sends it value by value."""
     if surprise:
         images = [*images[:-1], {**images[-1], **surprise}]
-    texts = [json.dumps(image) for image in images]
-    read = _read_images(texts, IMAGE_COLUMNS, IMAGE_SCHEMA)
+    texts = [record("r", image) for image in images]
+    read = _read_images(pa.array(texts, pa.string()), IMAGE_COLUMNS, IMAGE_SCHEMA)
     decoded = _decode_images(texts, IMAGE_COLUMNS, IMAGE_SCHEMA)
     assert (read is None) == bool(surprise)
     assert read is None or read.to_pylist() == decoded.to_pylist()

@@ -41,7 +41,7 @@ class Changes:
                                             "memberLevel": level, "update_time": "2026-11-26T00:00:00.000Z"}
             rows.append({"topic": "t", "partition": 0, "offset": self.position, "tbl": "user_member", "op": op,
                          "pk": key, "order_key": f"binlog.000001:{self.position:015d}:000000", "source_ts_ms": 0,
-                         "after": None if after is None else json.dumps(after)})
+                         "envelope": json.dumps({"before": None, "after": after, "op": op})})
             if op == "d":
                 self.state.pop(key, None)
             else:
