@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
@@ -160,10 +161,9 @@ class DimensionApplyJob(KafkaBatchJob):
         """Metrics of one table's applied changes; returns how many there were."""
         if changes.num_rows == 0:
             return 0
-        ops = changes.column("op").to_pylist()
-        deletes = ops.count("d")
-        metrics.CDC_APPLIED.labels(table, "upsert").inc(len(ops) - deletes)
+        deletes = pc.sum(pc.equal(changes.column("op"), "d")).as_py() or 0
+        metrics.CDC_APPLIED.labels(table, "upsert").inc(changes.num_rows - deletes)
         metrics.CDC_APPLIED.labels(table, "delete").inc(deletes)
-        oldest = min(changes.column("source_ts_ms").to_pylist())
+        oldest = pc.min(changes.column("source_ts_ms")).as_py()
         metrics.DIMENSION_APPLY_LAG.labels(table).set(time.time() - oldest / 1000)
-        return len(ops)
+        return changes.num_rows

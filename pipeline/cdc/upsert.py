@@ -116,9 +116,9 @@ class DimensionWriter:
         if unknown and (source is None or any(source.schema.column(f) is None for f in unknown)):
             raise SchemaNotYetRecorded(f"{self.name}: changes carry {sorted(unknown)}, which no schema record of the "
                                        "capture names yet; retried once it is readable")
-        batch_keys = newest.column("pk").to_pylist()
-        kept = pc.not_equal(newest.column("op"), "d")
-        upserted = newest.filter(kept).column("pk").to_pylist()
+        batch_keys = newest.column("pk").combine_chunks()  # Python strings only for a small table's rows
+        kept = pc.not_equal(newest.column("op").combine_chunks(), "d")
+        upserts = pc.sum(kept).as_py() or 0
         for attempt in commit_attempts():
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
@@ -127,9 +127,10 @@ class DimensionWriter:
                 evolve = self._evolution(source, unknown)
                 columns = {**self.columns, **({c.column: c.source for c in evolve.changes} if evolve else {})}
                 images = after_images(newest, columns, evolve.arrow if evolve else self.schema)
-                if self.rows is not None and len(self.rows) + len(upserted) <= self.whole_table_rows:
+                if self.rows is not None and len(self.rows) + upserts <= self.whole_table_rows:
                     self._drop_fold()
-                    self.rows = self._replace(batch_keys, upserted, images, properties, evolve)
+                    self.rows = self._replace(batch_keys.to_pylist(), batch_keys.filter(kept).to_pylist(), images,
+                                              properties, evolve)
                     self.index = None
                 else:
                     self.rows = None
@@ -257,7 +258,7 @@ class DimensionWriter:
         self.counts = FileCounts(0, 0)
         return rows
 
-    def _row_delta(self, batch_keys: list[str], kept: np.ndarray, images: pa.Table,
+    def _row_delta(self, batch_keys: pa.Array, kept: np.ndarray, images: pa.Table,
                    properties: dict[str, str], evolve: Evolution | None = None) -> None:
         """One snapshot: the after-images as a data file, the rows they replace as position deletes.
 
