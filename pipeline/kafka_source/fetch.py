@@ -111,7 +111,7 @@ def _batch(topic: str, partition: int, msgs: list, keys_and_times: bool = True) 
     times, keys = ((pa.array([m.timestamp()[1] for m in msgs], pa.int64()), pa.array([m.key() for m in msgs], pa.binary()))
                    if keys_and_times else (pa.nulls(n, pa.int64()), pa.nulls(n, pa.binary())))
     return pa.RecordBatch.from_arrays([
-        pa.array([topic] * n, pa.string()), pa.array(np.full(n, partition, dtype=np.int32)),
+        pa.repeat(pa.scalar(topic, pa.string()), n), pa.array(np.full(n, partition, dtype=np.int32)),
         pa.array(offsets, pa.int64()), times, keys, pa.array([m.value() for m in msgs], pa.binary())],
         schema=RAW_SCHEMA)
 
