@@ -151,11 +151,13 @@ def _decode_batch(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch |
     if raw.num_rows == 0 or values.null_count or not all(topic in keys for topic in names):
         return None
     lines = record_lines(values)
+    if lines is None:
+        return None
     try:
         text = values.cast(pa.string())  # the records are UTF-8 (the reader does not check every byte)
     except pa.ArrowInvalid:
         return None
-    decoded = None if lines is None else _read_json(lines, sorted({keys[topic] for topic in names}))
+    decoded = _read_json(lines, sorted({keys[topic] for topic in names}))
     if decoded is None or decoded.num_rows != raw.num_rows:
         return None  # a record held more than one object: it read as more rows than records
     op, source = decoded.column("op").combine_chunks(), decoded.column("source").combine_chunks()
