@@ -34,7 +34,7 @@ from lab.bench.cdc import bench_settings, discard_cdc_world
 from lab.bench.cdc_processes import CdcProcesses
 from lab.bench.freshness import MarkedFreshness, quantiles
 from lab.bench.ingest import commit_rate
-from lab.bench.process_cpu import CpuMeter, PeakRss, peak_rss_mb, service_cpu, tree_cpu_seconds
+from lab.bench.process_cpu import CpuMeter, PeakRss, service_cpu, tree_cpu_seconds, tree_peak_rss_mb, tree_pids
 from lab.reconcile import member_fingerprints, member_sample_differences
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import LakehouseError
@@ -240,7 +240,7 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
     processes = CdcProcesses(s, s.mariadb.database)
     writer = MemberChanges(s, members)
     try:
-        peaks = PeakRss(processes.pids)
+        peaks = PeakRss(lambda: {name: tree_pids(pid) for name, pid in processes.pids().items()})
         meter = _cpu_meter(s, processes)
         meter.start()
         during = threading.Thread(target=writer.run, args=(100, 20.0), daemon=True)  # changes *during* the snapshot
@@ -296,7 +296,7 @@ def _restart(s: Settings, processes: CdcProcesses, writer: MemberChanges) -> tup
     sent = writer.run(10, 1.0)
     _wait_topic(s, before + sent, processes)  # a change is one record or more (delete and insert again: two)
     _wait_applied(s, _topic_end(s), 600, processes)
-    return time.monotonic() - began, peak_rss_mb(processes.pids()["apply"])
+    return time.monotonic() - began, tree_peak_rss_mb(processes.pids()["apply"])
 
 
 def _wait_topic(s: Settings, target: int, processes: CdcProcesses, timeout: float = 3600) -> None:
@@ -312,7 +312,7 @@ def _wait_topic(s: Settings, target: int, processes: CdcProcesses, timeout: floa
 def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float, duration: float,
             processes: CdcProcesses, progress, chaos: bool) -> None:
     progress(f"writing {rate:,.0f} changes/s for {duration:.0f}s")
-    peaks = PeakRss(lambda: {"apply": processes.pids()["apply"]})
+    peaks = PeakRss(lambda: {"apply": tree_pids(processes.pids()["apply"])})
     meter = _cpu_meter(s, processes)
     meter.start()
     since_ms, began = int(time.time() * 1000), time.monotonic()

@@ -132,6 +132,19 @@ def python_workers(jvm_pid: int, module: str = "pipeline.python_daemon") -> list
     return out
 
 
+def tree_pids(pid: int) -> list[int]:
+    """``pid`` and its descendants (the CDC apply reads Kafka in a child of its own): a part's processes."""
+    try:
+        return [pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))]
+    except psutil.NoSuchProcess:
+        return [pid]
+
+
+def tree_peak_rss_mb(pid: int) -> float:
+    """The peaks (``peak_rss_mb``) of ``pid`` and its descendants, summed: at most what they held at once."""
+    return sum(peak_rss_mb(p) for p in tree_pids(pid))
+
+
 def peak_rss_mb(pid: int) -> float:
     """The highest resident memory ``pid`` has had since it started (the kernel's ``VmHWM``), in MiB: a peak a
     sampler could miss between two samples. NaN where the kernel does not keep it (not Linux)."""

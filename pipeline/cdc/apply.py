@@ -32,10 +32,10 @@ from pipeline.cdc.schema_history import SchemaRecord, SchemaWatch
 from pipeline.cdc.source_schema import to_iceberg_schema
 from pipeline.cdc.upsert import DimensionWriter, SchemaNotYetRecorded
 from pipeline.kafka_source import offsets as kafka_offsets
+from pipeline.kafka_source.ahead_reader import AheadReader
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
-from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.planner import Planner
-from pipeline.kafka_source.ranges import OffsetRange
+from pipeline.kafka_source.reader_process import ReaderProcess
 from pipeline.native_memory import keep_resident_small
 from pipeline.pyiceberg_tables import ensure_table
 from pipeline.tables import COMMON_PROPERTIES, UPSERT_PROPERTIES
@@ -103,6 +103,10 @@ class DimensionApplyJob(KafkaBatchJob):
                                                t.renames.get(t.key, t.key), t.columns, renames=t.renames)
                         for topic, t in self.targets.items()}
         self._threads = ThreadPoolExecutor(len(self.targets), thread_name_prefix="dims")
+        kafka, ahead_mb = settings.kafka, settings.pipeline.cdc_read_ahead_mb
+        self.reader: ReaderProcess | AheadReader = (
+            ReaderProcess(kafka.bootstrap, kafka.fetch_wait_max_ms, ahead_mb) if ahead_mb
+            else AheadReader(kafka.bootstrap, kafka.fetch_wait_max_ms, ahead_bytes=0))
         self._read_positions()  # the writers were just built from the tables: no second read of their indexes
 
     def recover(self) -> None:
@@ -122,23 +126,32 @@ class DimensionApplyJob(KafkaBatchJob):
 
     def close(self) -> None:
         self._threads.shutdown(wait=True)
+        self.reader.close()
         for writer in self.writers.values():
             writer.close()
         self.planner.close()
 
     def write(self, batch: Batch) -> int:
         """One upsert per table, side by side (each commits its own topic's offsets); returns the changes applied."""
-        topics = sorted({r.topic for r in batch.work})
+        changes = self._read(batch)
         schemas = self.history.latest()  # once a batch: what the capture recorded before these changes
-        applied = self._threads.map(lambda topic: self._apply(topic, [r for r in batch.work if r.topic == topic],
-                                                              batch.end[topic], schemas), topics)
+        applied = self._threads.map(lambda topic: self._apply(topic, changes[topic], batch.end[topic], schemas),
+                                    sorted(changes))
         return sum(applied)
 
-    def _apply(self, topic: str, work: list[OffsetRange], ends: dict[int, int],
-               schemas: dict[str, SchemaRecord]) -> int:
-        """Read one topic's ranges, apply them to its table with the offsets; returns the changes applied."""
+    def _read(self, batch: Batch) -> dict[str, pa.Table]:
+        """Each topic's changes in the batch, parsed as they arrive from the reader."""
+        keys = {topic: target.key for topic, target in self.targets.items()}
+        parsed: dict[str, list[pa.RecordBatch]] = {}
+        for raw in self.reader.read(sorted(batch.work, key=lambda r: (r.topic, r.partition))):
+            if raw.num_rows:
+                parsed.setdefault(raw.column("topic")[0].as_py(), []).append(parse_changes(raw, keys))
+        return {topic: pa.Table.from_batches(parsed.get(topic, []), schema=CHANGE_SCHEMA)
+                for topic in {r.topic for r in batch.work}}
+
+    def _apply(self, topic: str, changes: pa.Table, ends: dict[int, int], schemas: dict[str, SchemaRecord]) -> int:
+        """Apply one topic's changes to its table with the offsets; returns the changes applied."""
         target = self.targets[topic]
-        changes = self._read(topic, work)
         began = time.monotonic()
         offsets = {topic: ends}
         self.writers[topic].apply(changes, kafka_offsets.commit_properties(offsets, self.planner.topic_ids),
@@ -147,14 +160,6 @@ class DimensionApplyJob(KafkaBatchJob):
         metrics.LAST_COMMIT.labels(target.table).set(time.time())
         log.info("dims: %d changes into %s in %.2fs", changes.num_rows, target.table, time.monotonic() - began)
         return self._count(target.table, changes)
-
-    def _read(self, topic: str, work: list[OffsetRange]) -> pa.Table:
-        keys = {topic: self.targets[topic].key}
-        batches = [parse_changes(raw, keys)
-                   for r in work
-                   for raw in read_range(self.settings.kafka.bootstrap, r.topic, r.partition, r.start, r.end,
-                                         fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms, keys_and_times=False)]
-        return pa.Table.from_batches(batches, schema=CHANGE_SCHEMA)
 
     @staticmethod
     def _count(table: str, changes: pa.Table) -> int:

@@ -71,7 +71,7 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
             if past_end:
                 position = end
             if len(held) >= batch_rows:
-                yield _batch(topic, partition, held, keys_and_times)
+                yield records_batch(topic, partition, held, keys_and_times)
                 held = []
             if time.monotonic() - last_progress > timeout_s:
                 raise RangeReadError(
@@ -79,7 +79,7 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
                     f"in {timeout_s:.0f}s; the broker may be down or have lost records"
                 )
         if held:
-            yield _batch(topic, partition, held, keys_and_times)
+            yield records_batch(topic, partition, held, keys_and_times)
     finally:
         consumer.close()
 
@@ -101,7 +101,7 @@ def _records_before(msgs: list, end: int, where: str) -> tuple[list, bool]:
     return taken, False
 
 
-def _batch(topic: str, partition: int, msgs: list, keys_and_times: bool = True) -> pa.RecordBatch:
+def records_batch(topic: str, partition: int, msgs: list, keys_and_times: bool = True) -> pa.RecordBatch:
     """Records as an Arrow batch, a column at a time (per record and per column it was a sixth of a
     10 M-row snapshot's apply, profiled)."""
     n = len(msgs)

@@ -1,0 +1,151 @@
+"""An ``AheadReader`` in a child process: Kafka records read beside the work done on them.
+
+Why a process: reading records is Python work under the interpreter lock (taking them from
+librdkafka, building Arrow columns), and so is much of what the CDC apply does with them;
+in one process the two take turns on one core while the second core waits
+(``ahead_reader`` has the profile). The child reads the next batch while the parent writes
+this one, and hands the records over as Arrow IPC through a pipe: no pickling, the bytes
+copied once.
+
+The exchange, one request at a time: the parent writes a JSON line (the ranges); the child
+answers with an Arrow IPC stream of their records (``RAW_SCHEMA``) and a JSON status line
+(``{"ok": true}`` or ``{"error": "..."}``). The child stops when its input closes, so a parent
+killed with -9 takes it along. A parent that stops reading mid-answer, or a child that dies,
+ends the exchange: the child is stopped, and the next read starts a new one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from typing import BinaryIO
+
+import pyarrow as pa
+
+from pipeline.kafka_source.ahead_reader import AheadReader
+from pipeline.kafka_source.fetch import RAW_SCHEMA, RangeReadError
+from pipeline.kafka_source.ranges import OffsetRange
+
+log = logging.getLogger(__name__)
+
+
+class ReaderProcess:
+    """The parent's handle on a child reading Kafka ranges ahead (module docstring); one caller at a time."""
+
+    def __init__(self, bootstrap: str, fetch_wait_ms: int = 100, ahead_mb: int = 64, timeout_s: float = 60.0):
+        self.args = ["--bootstrap", bootstrap, "--fetch-wait-ms", str(fetch_wait_ms), "--ahead-mb", str(ahead_mb),
+                     "--timeout-s", str(timeout_s)]
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def read(self, ranges: Sequence[OffsetRange]) -> Iterator[pa.RecordBatch]:
+        """The records at each range's offsets [start, end), as ``fetch.read_range`` gives them (key and timestamp
+        null: the apply reads values only)."""
+        request = [[r.topic, r.partition, r.start, r.end] for r in ranges if r.end > r.start]
+        if not request:
+            return
+        proc = self._proc or self._start()
+        assert proc.stdin is not None and proc.stdout is not None
+        answered = False
+        try:
+            proc.stdin.write(json.dumps(request).encode() + b"\n")
+            proc.stdin.flush()
+            yield from pa.ipc.open_stream(proc.stdout)
+            status = json.loads(proc.stdout.readline() or b"null")
+            if not isinstance(status, dict):
+                raise ValueError("no status after the records")
+            answered = True
+        except (OSError, ValueError, pa.ArrowException) as exc:  # ArrowInvalid is a ValueError too
+            raise RangeReadError(f"the Kafka reader process (pid {proc.pid}) stopped answering ({exc}); "
+                                 f"exit status {proc.poll()}, its log is above. A new one is started for the next "
+                                 "batch") from None
+        finally:
+            if not answered:  # an answer read in part leaves the rest in the pipe: start afresh next time
+                self.close()
+        if "error" in status:
+            raise RangeReadError(status["error"])
+
+    def _start(self) -> subprocess.Popen:
+        self._proc = subprocess.Popen([sys.executable, "-m", __name__, *self.args], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE)
+        return self._proc
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def serve(reader: AheadReader, requests: int, answers: BinaryIO) -> None:
+    """The child's loop: answer each request line; read ahead while none waits; return when the input closes."""
+    pending = b""
+    while True:
+        ready, _, _ = select.select([requests], [], [], 0 if reader.can_read_ahead() else None)
+        if not ready:
+            reader.read_ahead()
+            continue
+        chunk = os.read(requests, 1 << 16)
+        if not chunk:
+            return
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            answer(reader, [OffsetRange(t, p, s, e) for t, p, s, e in json.loads(line)], answers)
+
+
+def answer(reader: AheadReader, ranges: list[OffsetRange], out: BinaryIO) -> None:
+    """One request's records as an IPC stream, then its status line."""
+    status: dict = {"ok": True}
+    with pa.ipc.new_stream(out, RAW_SCHEMA) as stream:
+        try:
+            for batch in reader.read(ranges):
+                stream.write_batch(batch)
+        except Exception as exc:  # noqa: BLE001 - said to the parent, which raises it; the reader starts afresh
+            status = {"error": str(exc) if isinstance(exc, RangeReadError) else f"{type(exc).__name__}: {exc}"}
+            reader.reset()
+    out.write(json.dumps(status).encode() + b"\n")
+    out.flush()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Read Kafka ranges for a parent process (reader_process.py).")
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--fetch-wait-ms", type=int, default=100)
+    parser.add_argument("--ahead-mb", type=int, default=64)
+    parser.add_argument("--timeout-s", type=float, default=60.0)
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the parent, which closes our input
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s reader: %(message)s")
+    reader = AheadReader(args.bootstrap, args.fetch_wait_ms, args.ahead_mb << 20, timeout_s=args.timeout_s)
+    try:
+        serve(reader, sys.stdin.fileno(), sys.stdout.buffer)
+    except BrokenPipeError:  # the parent went away mid-answer
+        pass
+    finally:
+        reader.close()
+
+
+if __name__ == "__main__":
+    main()
