@@ -15,6 +15,7 @@ between commits, cannot leave a wrong row.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +27,7 @@ import pyarrow.compute as pc
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from pipeline import metrics
+from pipeline.cdc.change_reader import change_reader
 from pipeline.cdc.changes import CHANGE_SCHEMA, EnvelopeError, parse_changes
 from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
 from pipeline.cdc.schema_history import SchemaRecord, SchemaWatch
@@ -104,9 +106,11 @@ class DimensionApplyJob(KafkaBatchJob):
                         for topic, t in self.targets.items()}
         self._threads = ThreadPoolExecutor(len(self.targets), thread_name_prefix="dims")
         kafka, ahead_mb = settings.kafka, settings.pipeline.cdc_read_ahead_mb
+        keys = {topic: target.key for topic, target in self.targets.items()}
         self.reader: ReaderProcess | AheadReader = (
-            ReaderProcess(kafka.bootstrap, kafka.fetch_wait_max_ms, ahead_mb) if ahead_mb
-            else AheadReader(kafka.bootstrap, kafka.fetch_wait_max_ms, ahead_bytes=0))
+            change_reader(kafka.bootstrap, keys, kafka.fetch_wait_max_ms, ahead_mb) if ahead_mb
+            else AheadReader(kafka.bootstrap, kafka.fetch_wait_max_ms, ahead_bytes=0,
+                             transform=functools.partial(parse_changes, keys=keys)))
         self._read_positions()  # the writers were just built from the tables: no second read of their indexes
 
     def recover(self) -> None:
@@ -140,12 +144,11 @@ class DimensionApplyJob(KafkaBatchJob):
         return sum(applied)
 
     def _read(self, batch: Batch) -> dict[str, pa.Table]:
-        """Each topic's changes in the batch, parsed as they arrive from the reader."""
-        keys = {topic: target.key for topic, target in self.targets.items()}
+        """Each topic's changes in the batch, as the reader decoded them (``pipeline.cdc.change_reader``)."""
         parsed: dict[str, list[pa.RecordBatch]] = {}
-        for raw in self.reader.read(sorted(batch.work, key=lambda r: (r.topic, r.partition))):
-            if raw.num_rows:
-                parsed.setdefault(raw.column("topic")[0].as_py(), []).append(parse_changes(raw, keys))
+        for changes in self.reader.read(sorted(batch.work, key=lambda r: (r.topic, r.partition))):
+            if changes.num_rows:
+                parsed.setdefault(changes.column("topic")[0].as_py(), []).append(changes)
         return {topic: pa.Table.from_batches(parsed.get(topic, []), schema=CHANGE_SCHEMA)
                 for topic in {r.topic for r in batch.work}}
 

@@ -12,13 +12,18 @@ after a crash holds the same records. When the next request starts where the las
 (the normal case) the records read ahead are handed out first; any other start (a recovery,
 a new log) assigns that partition afresh and drops what was read ahead of it. What is read
 ahead is bounded (``ahead_bytes``); past that the reader waits to be asked.
+
+``transform`` (the CDC apply's ``parse_changes``) turns each batch into the caller's rows as it
+is fetched, so that work, too, is done ahead: it must keep one row per record, in order, with
+the record's ``offset``. A batch it fails on is kept as fetched and transformed again when it
+is handed out, which raises then, for the request that holds the bad record.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,25 +31,32 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, TopicPartition
 
 from lakehouse import kafka_clients
-from pipeline.kafka_source.fetch import RangeReadError, records_batch
+from pipeline.kafka_source.fetch import RAW_SCHEMA, RangeReadError, records_batch
 from pipeline.kafka_source.ranges import OffsetRange
 
 log = logging.getLogger(__name__)
 
 Partition = tuple[str, int]
 
+#: bytes a fetch may bring of one partition
+FETCH_BYTES = 8 << 20
+
 
 class AheadReader:
     """One assign-only consumer serving exact ranges, with the records past them kept as Arrow batches."""
 
     def __init__(self, bootstrap: str, fetch_wait_ms: int = 100, ahead_bytes: int = 64 << 20,
-                 batch_rows: int = 20_000, timeout_s: float = 60.0, keys_and_times: bool = False):
-        # librdkafka's own prefetch queue is bounded too: what it holds is read ahead as well
-        queue_kb = max(1024, ahead_bytes // 4 >> 10)
-        self._consumer = kafka_clients.reader(bootstrap, "reader", {"fetch.wait.max.ms": fetch_wait_ms,
-                                                                     "queued.max.messages.kbytes": queue_kb})
+                 batch_rows: int = 20_000, timeout_s: float = 60.0, keys_and_times: bool = False,
+                 transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None):
+        self._consumer = kafka_clients.reader(bootstrap, "reader", {
+            "fetch.wait.max.ms": fetch_wait_ms,
+            # a fetch of 1 MB a partition (librdkafka's default) held a snapshot's reader to ~60 MB/s, a round trip
+            # to the broker each: waiting, not working
+            "max.partition.fetch.bytes": FETCH_BYTES,
+            # librdkafka's own prefetch queue is bounded too: what it holds is read ahead as well
+            "queued.max.messages.kbytes": max(2 * FETCH_BYTES, ahead_bytes // 4) >> 10})
         self.ahead_bytes, self.batch_rows, self.timeout_s = ahead_bytes, batch_rows, timeout_s
-        self.keys_and_times = keys_and_times
+        self.keys_and_times, self.transform = keys_and_times, transform
         self._served: dict[Partition, int] = {}  # the offset the next range of each assigned partition starts at
         self._fetched: dict[Partition, int] = {}  # one past the last record the consumer gave, per partition
         self._eof: dict[Partition, int] = {}  # where the consumer last reported the partition's end
@@ -108,11 +120,15 @@ class AheadReader:
             if cut < batch.num_rows:
                 head, kept[0] = batch.slice(0, cut), batch.slice(cut)
                 self._recount()
-                yield head
+                yield self._finish(head)
                 return
             kept.pop(0)
             self._recount()
-            yield batch
+            yield self._finish(batch)
+
+    def _finish(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """A batch as handed out: transformed, if that failed when it was fetched (it raises now)."""
+        return self.transform(batch) if self.transform and batch.schema.equals(RAW_SCHEMA) else batch
 
     def _recount(self) -> None:
         self._held = sum(b.nbytes for kept in self._ahead.values() for b in kept)
@@ -144,6 +160,11 @@ class AheadReader:
             if not msgs:
                 return 0
         batch = records_batch(tp[0], tp[1], msgs, self.keys_and_times)
+        if self.transform is not None:
+            try:
+                batch = self.transform(batch)
+            except Exception:  # noqa: BLE001 - kept as fetched; handed out, it is transformed again and raises
+                pass
         self._ahead.setdefault(tp, []).append(batch)
         self._recount()
         self._fetched[tp] = msgs[-1].offset() + 1

@@ -8,8 +8,10 @@ this one, and hands the records over as Arrow IPC through a pipe: no pickling, t
 copied once.
 
 The exchange, one request at a time: the parent writes a JSON line (the ranges); the child
-answers with an Arrow IPC stream of their records (``RAW_SCHEMA``) and a JSON status line
-(``{"ok": true}`` or ``{"error": "..."}``). The child stops when its input closes, so a parent
+answers with an Arrow IPC stream of their records (``RAW_SCHEMA``, or the rows its
+transform makes of them: ``pipeline.cdc.change_reader``) and a JSON status line
+(``{"ok": true}``, or ``{"error": "...", "fatal": ...}``: a ``FatalError`` in the child, such as
+a record the apply cannot interpret, is one in the parent too). The child stops when its input closes, so a parent
 killed with -9 takes it along. A parent that stops reading mid-answer, or a child that dies,
 ends the exchange: the child is stopped, and the next read starts a new one.
 """
@@ -24,11 +26,12 @@ import select
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO
 
 import pyarrow as pa
 
+from lakehouse.errors import FatalError
 from pipeline.kafka_source.ahead_reader import AheadReader
 from pipeline.kafka_source.fetch import RAW_SCHEMA, RangeReadError
 from pipeline.kafka_source.ranges import OffsetRange
@@ -36,12 +39,21 @@ from pipeline.kafka_source.ranges import OffsetRange
 log = logging.getLogger(__name__)
 
 
-class ReaderProcess:
-    """The parent's handle on a child reading Kafka ranges ahead (module docstring); one caller at a time."""
+class ReadFailed(FatalError):
+    """The reader process met what no retry fixes (its message says what and where)."""
 
-    def __init__(self, bootstrap: str, fetch_wait_ms: int = 100, ahead_mb: int = 64, timeout_s: float = 60.0):
-        self.args = ["--bootstrap", bootstrap, "--fetch-wait-ms", str(fetch_wait_ms), "--ahead-mb", str(ahead_mb),
-                     "--timeout-s", str(timeout_s)]
+
+class ReaderProcess:
+    """The parent's handle on a child reading Kafka ranges ahead (module docstring); one caller at a time.
+
+    ``module``: the child's program, this module's ``main`` (raw records) or another built on ``serve``;
+    ``extra``: its further arguments.
+    """
+
+    def __init__(self, bootstrap: str, fetch_wait_ms: int = 100, ahead_mb: int = 64, timeout_s: float = 60.0,
+                 module: str = __name__, extra: Sequence[str] = ()):
+        self.args = [module, "--bootstrap", bootstrap, "--fetch-wait-ms", str(fetch_wait_ms), "--ahead-mb",
+                     str(ahead_mb), "--timeout-s", str(timeout_s), *extra]
         self._proc: subprocess.Popen | None = None
 
     @property
@@ -73,10 +85,10 @@ class ReaderProcess:
             if not answered:  # an answer read in part leaves the rest in the pipe: start afresh next time
                 self.close()
         if "error" in status:
-            raise RangeReadError(status["error"])
+            raise (ReadFailed if status.get("fatal") else RangeReadError)(status["error"])
 
     def _start(self) -> subprocess.Popen:
-        self._proc = subprocess.Popen([sys.executable, "-m", __name__, *self.args], stdin=subprocess.PIPE,
+        self._proc = subprocess.Popen([sys.executable, "-m", *self.args], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE)
         return self._proc
 
@@ -98,7 +110,7 @@ class ReaderProcess:
             proc.stdout.close()
 
 
-def serve(reader: AheadReader, requests: int, answers: BinaryIO) -> None:
+def serve(reader: AheadReader, requests: int, answers: BinaryIO, schema: pa.Schema = RAW_SCHEMA) -> None:
     """The child's loop: answer each request line; read ahead while none waits; return when the input closes."""
     pending = b""
     while True:
@@ -112,39 +124,51 @@ def serve(reader: AheadReader, requests: int, answers: BinaryIO) -> None:
         pending += chunk
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
-            answer(reader, [OffsetRange(t, p, s, e) for t, p, s, e in json.loads(line)], answers)
+            answer(reader, [OffsetRange(t, p, s, e) for t, p, s, e in json.loads(line)], answers, schema)
 
 
-def answer(reader: AheadReader, ranges: list[OffsetRange], out: BinaryIO) -> None:
+def answer(reader: AheadReader, ranges: list[OffsetRange], out: BinaryIO, schema: pa.Schema = RAW_SCHEMA) -> None:
     """One request's records as an IPC stream, then its status line."""
     status: dict = {"ok": True}
-    with pa.ipc.new_stream(out, RAW_SCHEMA) as stream:
+    with pa.ipc.new_stream(out, schema) as stream:
         try:
             for batch in reader.read(ranges):
                 stream.write_batch(batch)
         except Exception as exc:  # noqa: BLE001 - said to the parent, which raises it; the reader starts afresh
-            status = {"error": str(exc) if isinstance(exc, RangeReadError) else f"{type(exc).__name__}: {exc}"}
+            said = str(exc) if isinstance(exc, (RangeReadError, FatalError)) else f"{type(exc).__name__}: {exc}"
+            status = {"error": said, "fatal": isinstance(exc, FatalError)}
             reader.reset()
     out.write(json.dumps(status).encode() + b"\n")
     out.flush()
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Read Kafka ranges for a parent process (reader_process.py).")
+def child_arguments(description: str) -> argparse.ArgumentParser:
+    """The arguments every reader process takes (``ReaderProcess`` passes them)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--fetch-wait-ms", type=int, default=100)
     parser.add_argument("--ahead-mb", type=int, default=64)
     parser.add_argument("--timeout-s", type=float, default=60.0)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def run_child(args: argparse.Namespace, schema: pa.Schema = RAW_SCHEMA,
+              transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None) -> None:
+    """A reader process's life: serve its parent until the parent's end of the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the parent, which closes our input
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s reader: %(message)s")
-    reader = AheadReader(args.bootstrap, args.fetch_wait_ms, args.ahead_mb << 20, timeout_s=args.timeout_s)
+    reader = AheadReader(args.bootstrap, args.fetch_wait_ms, args.ahead_mb << 20, timeout_s=args.timeout_s,
+                         transform=transform)
     try:
-        serve(reader, sys.stdin.fileno(), sys.stdout.buffer)
+        serve(reader, sys.stdin.fileno(), sys.stdout.buffer, schema)
     except BrokenPipeError:  # the parent went away mid-answer
         pass
     finally:
         reader.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_child(child_arguments("Read Kafka ranges for a parent process (reader_process.py).").parse_args(argv))
 
 
 if __name__ == "__main__":
