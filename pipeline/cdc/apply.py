@@ -99,7 +99,7 @@ class DimensionApplyJob(KafkaBatchJob):
         self.history = SchemaWatch(settings)
         self.targets = targets(settings, self.history.latest())
         self.tables = [t.table for t in self.targets.values()]
-        self.planner = Planner.from_settings(settings, list(self.targets))
+        self.planner = Planner.from_settings(settings, list(self.targets), settings.pipeline.cdc_max_records)
         # a catalog (one metastore connection) per table: the tables commit side by side
         self.writers = {topic: DimensionWriter(pyiceberg_catalog(settings), t.table,
                                                t.renames.get(t.key, t.key), t.columns, renames=t.renames)

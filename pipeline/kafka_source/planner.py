@@ -55,9 +55,10 @@ class Planner:
         self._admin = kafka_clients.admin(bootstrap, log_level=kafka_clients.SILENT)
 
     @classmethod
-    def from_settings(cls, settings: Settings, topics: list[str]) -> Planner:
-        """The planner every pipeline job uses: limits from the one settings object."""
-        return cls(settings.kafka.bootstrap, topics, settings.pipeline.max_records_per_partition,
+    def from_settings(cls, settings: Settings, topics: list[str], max_records: int | None = None) -> Planner:
+        """The planner every pipeline job uses: limits from the one settings object (``max_records``: a job's own
+        cap per partition, instead of ``pipeline.max_records_per_partition``)."""
+        return cls(settings.kafka.bootstrap, topics, max_records or settings.pipeline.max_records_per_partition,
                    settings.pipeline.on_offsets_expired)
 
     def close(self) -> None:

@@ -35,6 +35,7 @@ from lakehouse.errors import FatalError
 from pipeline.kafka_source.ahead_reader import AheadReader
 from pipeline.kafka_source.fetch import RAW_SCHEMA, RangeReadError
 from pipeline.kafka_source.ranges import OffsetRange
+from pipeline.native_memory import give_back_freed, keep_resident_small
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class ReaderProcess:
     ``extra``: its further arguments.
     """
 
-    def __init__(self, bootstrap: str, fetch_wait_ms: int = 100, ahead_mb: int = 64, timeout_s: float = 60.0,
+    def __init__(self, bootstrap: str, fetch_wait_ms: int = 100, ahead_mb: int = 32, timeout_s: float = 60.0,
                  module: str = __name__, extra: Sequence[str] = ()):
         self.args = [module, "--bootstrap", bootstrap, "--fetch-wait-ms", str(fetch_wait_ms), "--ahead-mb",
                      str(ahead_mb), "--timeout-s", str(timeout_s), *extra]
@@ -140,6 +141,7 @@ def answer(reader: AheadReader, ranges: list[OffsetRange], out: BinaryIO, schema
             reader.reset()
     out.write(json.dumps(status).encode() + b"\n")
     out.flush()
+    give_back_freed()  # what the request's batches held, handed back before the next is read ahead
 
 
 def child_arguments(description: str) -> argparse.ArgumentParser:
@@ -147,7 +149,7 @@ def child_arguments(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--fetch-wait-ms", type=int, default=100)
-    parser.add_argument("--ahead-mb", type=int, default=64)
+    parser.add_argument("--ahead-mb", type=int, default=32)
     parser.add_argument("--timeout-s", type=float, default=60.0)
     return parser
 
@@ -156,6 +158,7 @@ def run_child(args: argparse.Namespace, schema: pa.Schema = RAW_SCHEMA,
               transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None) -> None:
     """A reader process's life: serve its parent until the parent's end of the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the parent, which closes our input
+    keep_resident_small()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s reader: %(message)s")
     reader = AheadReader(args.bootstrap, args.fetch_wait_ms, args.ahead_mb << 20, timeout_s=args.timeout_s,
                          transform=transform)
