@@ -23,13 +23,15 @@ class PipelineSettings(BaseModel):
                     "commit per table; maintenance merges the small files.")
     max_records_per_partition: int = Field(200_000, ge=1, description="Back-pressure cap per partition per batch.")
     cdc_max_records: int = Field(
-        100_000, ge=1, description="The CDC apply's cap per partition per batch: what one commit applies at most (an "
-                                   "initial snapshot's batches). 200,000 held the apply ~90 MB more at its peak in "
-                                   "a 10 M-row snapshot (docs/cdc.md).")
+        200_000, ge=1, description="The CDC apply's cap per partition per batch: what one commit applies at most (an "
+                                   "initial snapshot's batches, and so its data files). 100,000 lowered the apply's "
+                                   "peak in a 10 M-row snapshot and doubled the files and delete files readers open "
+                                   "(docs/cdc.md).")
     cdc_read_ahead_mb: int = Field(
-        32, ge=0, description="The CDC apply reads its change topics in a child process, which reads up to this "
-                              "many MB of records past the last batch while the apply writes it (a 10 M-row "
-                              "snapshot: docs/cdc.md). 0: read in the apply's own process, nothing read ahead.")
+        0, ge=0, description="0: the CDC apply reads and decodes its change topics in its own process. N: a child "
+                             "process does, reading up to N MB past the last batch while the apply writes it "
+                             "(32 was tried). On two cores it was no faster and ~170 MB larger (docs/cdc.md, 'A "
+                             "reader process, measured'): for a host whose apply is bound by the reading.")
     dimension_refresh_seconds: float = Field(
         10.0, ge=0, description="How old the product and member values a click is enriched with may get: the "
                                 "click job's snapshot of a small dimension is read again, and a looked-up key's "

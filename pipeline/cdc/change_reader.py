@@ -3,8 +3,9 @@
 ``pipeline.kafka_source.reader_process`` with ``parse_changes`` as the transform: the child
 fetches the change topics and decodes each batch's envelopes (op, key, binlog position; the
 record's text kept) while the apply writes the batch before, and hands over rows of
-``CHANGE_SCHEMA``. Decoding was a fifth of the apply's main thread in a 10 M-row snapshot
-(py-spy, docs/cdc.md); here it no longer waits for the write before it. A record the apply
+``CHANGE_SCHEMA``. Opt-in (``pipeline.cdc_read_ahead_mb``): decoding was a fifth of the
+apply's main thread in a 10 M-row snapshot (py-spy), yet with it done here the snapshot was
+no faster on two cores (docs/cdc.md, "A reader process, measured"). A record the apply
 cannot interpret fails the request that holds it, with the same ``EnvelopeError`` message.
 """
 

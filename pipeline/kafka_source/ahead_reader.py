@@ -1,11 +1,13 @@
 """Read exact offset ranges with one consumer, and read on past them while nobody asks.
 
-The CDC apply holds Python's interpreter lock for most of a large snapshot, and half of that
-time went to taking records from librdkafka and building Arrow columns of them (py-spy
---gil over a 10 M-row snapshot: ``consume()`` 28 %, the columns 24 %). A thread cannot take
-that work off the apply (tried: same rate, more memory); another process can.
-``pipeline.kafka_source.reader_process`` runs an ``AheadReader`` in a child process: while
-the apply writes one batch, the reader has already fetched and built most of the next.
+The CDC apply's reader. In the apply's own process (the default) it is one consumer kept
+from batch to batch that decodes each batch as it is fetched (``transform``); in a child
+process (``pipeline.kafka_source.reader_process``, ``pipeline.cdc_read_ahead_mb``) it also
+reads on past the last range while the apply writes, so the next batch is mostly there when
+asked for. That was built because half of the apply's interpreter time in a 10 M-row
+snapshot was taking records from librdkafka and building Arrow columns of them; moved to
+the child, the apply was no faster on two cores (docs/cdc.md, "A reader process, measured"):
+the reading was not what set its pace.
 
 Ranges are read exactly, [start, end), as ``fetch.read_range`` reads them: a batch read again
 after a crash holds the same records. When the next request starts where the last one ended

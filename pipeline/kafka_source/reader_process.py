@@ -2,10 +2,10 @@
 
 Why a process: reading records is Python work under the interpreter lock (taking them from
 librdkafka, building Arrow columns), and so is much of what the CDC apply does with them;
-in one process the two take turns on one core while the second core waits
-(``ahead_reader`` has the profile). The child reads the next batch while the parent writes
+in one process the two take turns. The child reads the next batch while the parent writes
 this one, and hands the records over as Arrow IPC through a pipe: no pickling, the bytes
-copied once.
+copied once. Opt-in (``pipeline.cdc_read_ahead_mb``): on two cores shared with the capture,
+MariaDB and Kafka it did not make the apply faster and cost ~170 MB (docs/cdc.md).
 
 The exchange, one request at a time: the parent writes a JSON line (the ranges); the child
 answers with an Arrow IPC stream of their records (``RAW_SCHEMA``, or the rows its
