@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import uuid
 
 import pytest
@@ -85,7 +86,11 @@ def test_a_range_ending_in_a_transaction_marker_completes(settings):
     for i in range(5):
         producer.produce(topic, value=b'{"n": %d}' % i)
     producer.commit_transaction(30)
-    end = end_offsets(settings.kafka.bootstrap, topic)[0]
+    # the commit returns once the coordinator logged it; the marker reaches the partition (and its last stable
+    # offset moves past the records) just after
+    deadline = time.monotonic() + 30
+    while (end := end_offsets(settings.kafka.bootstrap, topic)[0]) < 6 and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert end == 6, "five records and the commit marker"
     reader = AheadReader(settings.kafka.bootstrap, fetch_wait_ms=100, ahead_bytes=0, timeout_s=10)
     try:
