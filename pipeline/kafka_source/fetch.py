@@ -47,13 +47,8 @@ def _consumer(bootstrap: str, fetch_wait_ms: int):
 
 
 def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
-               batch_rows: int = 20_000, timeout_s: float = 60.0, fetch_wait_ms: int = 2000,
-               keys_and_times: bool = True) -> Iterator[pa.RecordBatch]:
-    """Yield Arrow batches holding exactly the records at offsets [start, end).
-
-    ``keys_and_times=False``: the key and timestamp columns read null, for a reader that needs
-    only the values (the CDC apply: two calls and a column fewer a record, under the interpreter lock).
-    """
+               batch_rows: int = 20_000, timeout_s: float = 60.0, fetch_wait_ms: int = 2000) -> Iterator[pa.RecordBatch]:
+    """Yield Arrow batches holding exactly the records at offsets [start, end)."""
 
     if end <= start:
         return
@@ -71,7 +66,7 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
             if past_end:
                 position = end
             if len(held) >= batch_rows:
-                yield records_batch(topic, partition, held, keys_and_times)
+                yield records_batch(topic, partition, held)
                 held = []
             if time.monotonic() - last_progress > timeout_s:
                 raise RangeReadError(
@@ -79,7 +74,7 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
                     f"in {timeout_s:.0f}s; the broker may be down or have lost records"
                 )
         if held:
-            yield records_batch(topic, partition, held, keys_and_times)
+            yield records_batch(topic, partition, held)
     finally:
         consumer.close()
 
@@ -103,7 +98,10 @@ def _records_before(msgs: list, end: int, where: str) -> tuple[list, bool]:
 
 def records_batch(topic: str, partition: int, msgs: list, keys_and_times: bool = True) -> pa.RecordBatch:
     """Records as an Arrow batch, a column at a time (per record and per column it was a sixth of a
-    10 M-row snapshot's apply, profiled)."""
+    10 M-row snapshot's apply, profiled).
+
+    ``keys_and_times=False``: the key and timestamp columns read null, for a reader that needs only the
+    values (the CDC apply: two calls and a column fewer a record, under the interpreter lock)."""
     n = len(msgs)
     first = msgs[0].offset() if n else 0
     offsets = (np.arange(first, first + n, dtype=np.int64) if n and msgs[-1].offset() == first + n - 1
