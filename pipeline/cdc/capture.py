@@ -21,6 +21,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pymysql
@@ -46,7 +47,7 @@ from pipeline.cdc import gtid as gtids
 from pipeline.cdc.checkpoints import read_checkpoint
 from pipeline.cdc.ddl import DdlFollower, read_schemas, snapshot_records
 from pipeline.cdc.schema_history import SchemaRecord, latest, read_all
-from pipeline.cdc.snapshot_read import json_rows, open_consistent_read, server_json_select, table_rows
+from pipeline.cdc.snapshot_read import Image, open_consistent_read, server_images, table_rows
 
 log = logging.getLogger(__name__)
 
@@ -212,13 +213,13 @@ class Capture:
                     [c.name for c in schemas[table].columns], self.keys[table], connector=self.connector,
                     name=self.settings.kafka.cdc_topic_prefix, db=self.db, table=table,
                     server_id=self.settings.mariadb.server_id, ts_ms=ts_ms, file=file, pos=pos)
-                select = server_json_select(conn, schemas[table])
-                width = len(self.keys[table])
-                rows = table_rows(conn, table, self.keys[table]) if select is None else json_rows(conn, select)
-                for _names, values, last_of_table in rows:
+                # the server builds each after-image, or (a column it would write otherwise) the capture does
+                images: Iterator[Image] = server_images(conn, schemas[table]) or (
+                    (values, None, last) for _, values, last in table_rows(conn, table, self.keys[table]))
+                for values, image, last_of_table in images:
                     last = t_index == len(self.tables) - 1 and last_of_table
-                    key, value = (envelopes.encode(values, total, last) if select is None
-                                  else envelopes.encode_image(values[:width], values[width], total, last))
+                    key, value = (envelopes.encode(values, total, last) if image is None
+                                  else envelopes.encode_image(values, image, total, last))
                     self._send(table, "r", key, value)
                     total += 1
             cur.execute("COMMIT")
