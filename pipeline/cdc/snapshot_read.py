@@ -14,8 +14,8 @@ PyMySQL was 38 % of the capture's time and encoding the images 25 % (py-spy, 2 M
 Where the key is one integer or text column, the server goes further and builds a **page** of
 rows as one value (``server_images``): PyMySQL then reads one result row per 10,000 table rows,
 and the capture splits the page's lines. Reading two fields a row was still ~40 % of the
-capture's CPU in a 2 M-row snapshot; pages cost the capture 1.4 s of CPU against 7.8 s and the
-server 8.2 s against 5.7 s, 3.9 s less between them (``docs/cdc.md``).
+capture's CPU; in a 10 M-row snapshot pages took the capture from 79 to 46 CPU-seconds and the
+server from 30 to 46, 16 less between them on a machine of two cores (docs/cdc.md).
 """
 
 from __future__ import annotations
