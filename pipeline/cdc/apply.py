@@ -30,6 +30,7 @@ from pipeline import metrics
 from pipeline.cdc.change_reader import change_reader
 from pipeline.cdc.changes import CHANGE_SCHEMA, EnvelopeError, parse_changes
 from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
+from pipeline.cdc.images import image_struct
 from pipeline.cdc.schema_history import SchemaRecord, SchemaWatch
 from pipeline.cdc.source_schema import to_iceberg_schema
 from pipeline.cdc.upsert import DimensionWriter, SchemaNotYetRecorded
@@ -106,11 +107,10 @@ class DimensionApplyJob(KafkaBatchJob):
                         for topic, t in self.targets.items()}
         self._threads = ThreadPoolExecutor(len(self.targets), thread_name_prefix="dims")
         kafka, ahead_mb = settings.kafka, settings.pipeline.cdc_read_ahead_mb
-        keys = {topic: target.key for topic, target in self.targets.items()}
+        self.keys = {topic: target.key for topic, target in self.targets.items()}
         self.reader: ReaderProcess | AheadReader = (
-            change_reader(kafka.bootstrap, keys, kafka.fetch_wait_max_ms, ahead_mb) if ahead_mb
-            else AheadReader(kafka.bootstrap, kafka.fetch_wait_max_ms, ahead_bytes=0,
-                             transform=functools.partial(parse_changes, keys=keys)))
+            change_reader(kafka.bootstrap, self.keys, kafka.fetch_wait_max_ms, ahead_mb) if ahead_mb
+            else AheadReader(kafka.bootstrap, kafka.fetch_wait_max_ms, ahead_bytes=0))
         self._read_positions()  # the writers were just built from the tables: no second read of their indexes
 
     def recover(self) -> None:
@@ -144,13 +144,19 @@ class DimensionApplyJob(KafkaBatchJob):
         return sum(applied)
 
     def _read(self, batch: Batch) -> dict[str, pa.Table]:
-        """Each topic's changes in the batch, as the reader decoded them (``pipeline.cdc.change_reader``)."""
+        """Each topic's changes in the batch, as the reader decoded them (``pipeline.cdc.change_reader``).
+
+        Read in this process, each table's after-images are read with the records, as the table's
+        columns stand now (``parse_changes``'s ``images``; a column the table gained since is in the text).
+        """
+        if isinstance(self.reader, AheadReader):
+            images = {topic: image_struct(w.columns, w.schema) for topic, w in self.writers.items()}
+            self.reader.transform = functools.partial(parse_changes, keys=self.keys, images=images)
         parsed: dict[str, list[pa.RecordBatch]] = {}
         for changes in self.reader.read(sorted(batch.work, key=lambda r: (r.topic, r.partition))):
             if changes.num_rows:
                 parsed.setdefault(changes.column("topic")[0].as_py(), []).append(changes)
-        return {topic: pa.Table.from_batches(parsed.get(topic, []), schema=CHANGE_SCHEMA)
-                for topic in {r.topic for r in batch.work}}
+        return {topic: _one_table(parsed.get(topic, [])) for topic in {r.topic for r in batch.work}}
 
     def _apply(self, topic: str, changes: pa.Table, ends: dict[int, int], schemas: dict[str, SchemaRecord]) -> int:
         """Apply one topic's changes to its table with the offsets; returns the changes applied."""
@@ -175,3 +181,10 @@ class DimensionApplyJob(KafkaBatchJob):
         oldest = pc.min(changes.column("source_ts_ms")).as_py()
         metrics.DIMENSION_APPLY_LAG.labels(table).set(time.time() - oldest / 1000)
         return changes.num_rows
+
+
+def _one_table(batches: list[pa.RecordBatch]) -> pa.Table:
+    """A topic's batches as one table: with their after-images when every batch has them alike, else without."""
+    if batches and all(b.schema.equals(batches[0].schema) for b in batches):
+        return pa.Table.from_batches(batches)
+    return pa.Table.from_batches([b.select(CHANGE_SCHEMA.names) for b in batches], schema=CHANGE_SCHEMA)

@@ -67,9 +67,16 @@ def _key_of(key: str):
     return msgspec.json.Decoder(msgspec.defstruct("Key", [("value", Any, None)], rename={"value": key})).decode
 
 
-def parse_changes(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch:
-    """Raw Kafka records -> one row per change; raises EnvelopeError on anything unknown."""
-    return _decode_batch(raw, keys) or _decode_records(raw, keys)
+def parse_changes(raw: pa.RecordBatch, keys: dict[str, str],
+                  images: dict[str, pa.StructType | None] | None = None) -> pa.RecordBatch:
+    """Raw Kafka records -> one row per change; raises EnvelopeError on anything unknown.
+
+    ``images``: per topic, the after-image's fields as its table reads them
+    (``pipeline.cdc.images.image_struct``). A batch of one such topic is then read once: its
+    after-images come out as an ``image`` column beside ``CHANGE_SCHEMA``'s, and the writer does not
+    parse the records' text a second time (that second parse was ~8 % of the apply's CPU).
+    """
+    return _decode_batch(raw, keys, images or {}) or _decode_records(raw, keys)
 
 
 def _decode_records(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch:
@@ -143,7 +150,8 @@ _SOURCE = pa.struct([("table", pa.string()), ("ts_ms", pa.int64()), ("file", pa.
                      ("row", pa.int64())])
 
 
-def _decode_batch(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch | None:
+def _decode_batch(raw: pa.RecordBatch, keys: dict[str, str],
+                  images: dict[str, pa.StructType | None] | None = None) -> pa.RecordBatch | None:
     """The batch's changes decoded in Arrow's JSON reader, or None if any record is not plainly well formed."""
     topics = raw.column("topic")
     values = raw.column("value")
@@ -157,7 +165,8 @@ def _decode_batch(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch |
         text = values.cast(pa.string())  # the records are UTF-8 (the reader does not check every byte)
     except pa.ArrowInvalid:
         return None
-    decoded = _read_json(lines, sorted({keys[topic] for topic in names}))
+    image = (images or {}).get(names[0]) if len(names) == 1 else None
+    decoded = _read_json(lines, sorted({keys[topic] for topic in names}), image)
     if decoded is None or decoded.num_rows != raw.num_rows:
         return None  # a record held more than one object: it read as more rows than records
     op, source = decoded.column("op").combine_chunks(), decoded.column("source").combine_chunks()
@@ -173,6 +182,10 @@ def _decode_batch(raw: pa.RecordBatch, keys: dict[str, str]) -> pa.RecordBatch |
                                                           for n, width in (("pos", 15), ("row", 6))), ":")
     arrays = [topics, raw.column("partition"), raw.column("offset"), fields["table"], op, pk, order, fields["ts_ms"],
               text]
+    after = decoded.schema.field("after")
+    if image is not None and after.type == image:  # the after-images were read with the rest
+        return pa.RecordBatch.from_arrays([*arrays, decoded.column("after").combine_chunks()],
+                                          schema=CHANGE_SCHEMA.append(pa.field("image", image)))
     return pa.RecordBatch.from_arrays(arrays, schema=CHANGE_SCHEMA)
 
 
@@ -194,11 +207,17 @@ def record_lines(values: pa.Array) -> pa.Buffer | None:
     return joined.buffers()[2][int(offsets[joined.offset]):int(offsets[joined.offset + len(joined)])]
 
 
-def _read_json(lines: bytes, key_names: list[str]) -> pa.Table | None:
-    """op, source and the images' key fields of each line; a key read as text, else as an integer."""
-    for kind in (pa.string(), pa.int64()):
-        image = pa.struct([(name, kind) for name in key_names])
-        schema = pa.schema([("op", pa.string()), ("before", image), ("after", image), ("source", _SOURCE)])
+def _read_json(lines: bytes, key_names: list[str], image: pa.StructType | None = None) -> pa.Table | None:
+    """op, source and the images' key fields of each line; a key read as text, else as an integer.
+
+    With ``image`` the whole after-image is read in the same pass, as that struct; a line it does not fit
+    (a value of another JSON type) reads again without it.
+    """
+    shapes = [(pa.struct([(name, kind) for name in key_names]),) * 2 for kind in (pa.string(), pa.int64())]
+    if image is not None and all(image.get_field_index(name) >= 0 for name in key_names):
+        shapes.insert(0, (pa.struct([image.field(name) for name in key_names]), image))
+    for before, after in shapes:
+        schema = pa.schema([("op", pa.string()), ("before", before), ("after", after), ("source", _SOURCE)])
         try:
             return pa_json.read_json(pa.py_buffer(lines), parse_options=pa_json.ParseOptions(
                 explicit_schema=schema, unexpected_field_behavior="ignore"))

@@ -50,12 +50,31 @@ def after_images(changes: pa.Table, columns: dict[str, str], schema: pa.Schema) 
     way a cast would: a value that does not fit the column's type reads null (the source
     database enforces its own types, so this only guards the lake against surprises).
     A column converts in one Arrow cast; only a column that holds a surprise goes value by value.
+    Images already read with the records (an ``image`` column, ``pipeline.cdc.changes``) are not
+    read from the text again.
     """
     upserts = _upserts(changes)
+    if "image" in upserts.column_names and upserts.num_rows:
+        read = _from_struct(upserts.column("image").combine_chunks(), columns, schema)
+        if read is not None:
+            return read
     records = upserts.column("envelope")
     parts = [_images(records.slice(start, IMAGE_CHUNK).combine_chunks(), columns, schema)
              for start in range(0, upserts.num_rows, IMAGE_CHUNK)]
     return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def image_struct(columns: dict[str, str], schema: pa.Schema) -> pa.StructType | None:
+    """The after-image's fields as Arrow's JSON reader reads them for a table of ``schema`` (each source field
+    with the JSON type the capture sends for its column), or None when a column's type is one only the
+    value-by-value path converts."""
+    kinds: dict[str, pa.DataType] = {}
+    for field in schema:
+        source = columns.get(field.name)
+        kind = None if source is None else _json_kind(field.type)
+        if source is not None and (kind is None or kinds.setdefault(source, kind) != kind):
+            return None
+    return pa.struct(list(kinds.items())) if kinds else None
 
 
 #: after-images decoded at a time: a snapshot batch of 200,000 decoded at once held ~200 MB of Python dicts
@@ -101,28 +120,35 @@ def _json_kind(kind: pa.DataType) -> pa.DataType | None:
 
 def _read_images(records: pa.Array, columns: dict[str, str], schema: pa.Schema) -> pa.Table | None:
     """The images read by Arrow's JSON reader and cast a column at a time, or None if any value is a surprise."""
-    kinds: dict[str, pa.DataType] = {}
-    for field in schema:
-        source = columns.get(field.name)
-        kind = None if source is None else _json_kind(field.type)
-        if source is not None and (kind is None or kinds.setdefault(source, kind) != kind):
-            return None
+    kinds = image_struct(columns, schema)
     lines = record_lines(records)
-    if lines is None or not kinds:
+    if lines is None or kinds is None:
         return None
     try:
         read = pa_json.read_json(lines, parse_options=pa_json.ParseOptions(
-            explicit_schema=pa.schema([("after", pa.struct(list(kinds.items())))]),
-            unexpected_field_behavior="ignore"))
-        if read.num_rows != len(records):
-            return None
-        after = read.column("after").combine_chunks()
-        if after.null_count:
-            return None
-        arrays = [pa.nulls(len(records), field.type) if columns.get(field.name) is None
+            explicit_schema=pa.schema([("after", kinds)]), unexpected_field_behavior="ignore"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None  # a value of another JSON type
+    if read.num_rows != len(records):
+        return None
+    return _from_struct(read.column("after").combine_chunks(), columns, schema)
+
+
+def _from_struct(after: pa.StructArray, columns: dict[str, str], schema: pa.Schema) -> pa.Table | None:
+    """Rows of ``schema`` from after-images read as a struct, each column in one cast; None when the struct
+    lacks a field or holds a value that does not fit its column (the value-by-value path then decides)."""
+    kinds = image_struct(columns, schema)
+    if kinds is None or after.null_count:
+        return None
+    for field in kinds:
+        index = after.type.get_field_index(field.name)
+        if index < 0 or after.type.field(index).type != field.type:
+            return None  # read before the table had this column (or another type): the text has it
+    try:
+        arrays = [pa.nulls(len(after), field.type) if columns.get(field.name) is None
                   else pc.cast(pc.struct_field(after, columns[field.name]), field.type) for field in schema]
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None  # a value of another JSON type, or one that does not fit its column
+        return None  # a value that does not fit its column
     return pa.Table.from_arrays(arrays, schema=schema)
 
 

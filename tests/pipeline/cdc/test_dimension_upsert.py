@@ -13,11 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.cdc.changes import CHANGE_SCHEMA
+from pipeline.cdc import envelope as env
+from pipeline.cdc.changes import CHANGE_SCHEMA, parse_changes
 from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
-from pipeline.cdc.images import _decode_images, _read_images, after_fields, after_images, newest_per_key
+from pipeline.cdc.images import _decode_images, _read_images, after_fields, after_images, image_struct, newest_per_key
 from pipeline.cdc.upsert import DimensionWriter
 from pipeline.kafka_source import offsets as kafka_offsets
+from pipeline.kafka_source.fetch import RAW_SCHEMA
 
 PRODUCT_COLUMNS = {c: c for c in ("productId", "name", "description", "product_price", "update_time")}
 
@@ -99,6 +101,48 @@ def test_images_read_in_arrow_equal_the_value_by_value_ones(images, surprise):
     assert read is None or read.to_pylist() == decoded.to_pylist()
     if surprise == {"level": 2**40}:
         assert decoded.column("level")[-1].as_py() is None  # does not fit an INT: reads null, not a crash
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(_images_of_source_types, st.sampled_from([None, {"level": "high"}, {"level": 2**40}, {"name": 5},
+                                                 {"product_price": "1.23456"}, {"update_time": "soon"}]),
+       st.lists(st.sampled_from(["c", "u", "r", "d"]), min_size=20, max_size=20))
+def test_images_read_with_the_records_equal_the_ones_read_from_their_text(images, surprise, ops):
+    """The apply reads each after-image once, with the records; the rows are the ones read from the text later."""
+    if surprise:
+        images = [*images[:-1], {**images[-1], **surprise}]
+    topic = "cdc.shop.products"
+    records = [env.encode(env.envelope(op, image if op == "d" else None, None if op == "d" else image,
+                                       table="products", file="b.000001", pos=4 + n, row=0, connector="mariadb",
+                                       name="cdc.shop", db="shop", server_id=1, ts_ms=1, gtid=None))
+               for n, (op, image) in enumerate(zip(ops, images))]
+    raw = pa.RecordBatch.from_pydict({"topic": [topic] * len(records), "partition": [0] * len(records),
+                                      "offset": list(range(len(records))), "timestamp_ms": [0] * len(records),
+                                      "key": [None] * len(records), "value": records}, schema=RAW_SCHEMA)
+    keys = {topic: "productId"}
+    with_images = parse_changes(raw, keys, {topic: image_struct(IMAGE_COLUMNS, IMAGE_SCHEMA)})
+    from_text = parse_changes(raw, keys)
+    assert with_images.select(CHANGE_SCHEMA.names).to_pylist() == from_text.to_pylist()
+    other_json_type = surprise in ({"level": "high"}, {"name": 5}) and ops[len(images) - 1] != "d"
+    assert ("image" in with_images.schema.names) != other_json_type  # such a batch reads without them
+    read_once = after_images(pa.Table.from_batches([with_images]), IMAGE_COLUMNS, IMAGE_SCHEMA)
+    assert read_once.to_pylist() == after_images(pa.Table.from_batches([from_text]), IMAGE_COLUMNS,
+                                                 IMAGE_SCHEMA).to_pylist()
+
+
+def test_images_read_before_the_table_gained_a_column_are_read_again_from_the_text():
+    topic, image = "cdc.shop.products", product("1", "2.50", email="a@b")
+    record = env.encode(env.envelope("u", None, image, table="products", file="b.000001", pos=4, row=0,
+                                     connector="mariadb", name="cdc.shop", db="shop", server_id=1, ts_ms=1, gtid=None))
+    raw = pa.RecordBatch.from_pydict({"topic": [topic], "partition": [0], "offset": [0], "timestamp_ms": [0],
+                                      "key": [None], "value": [record]}, schema=RAW_SCHEMA)
+    before = pa.schema([("productId", pa.string(), False), ("name", pa.string()), ("product_price", pa.decimal128(10, 4))])
+    columns = {"productId": "productId", "name": "name", "product_price": "product_price"}
+    parsed = pa.Table.from_batches([parse_changes(raw, {topic: "productId"}, {topic: image_struct(columns, before)})])
+    assert "image" in parsed.schema.names
+    wider = before.append(pa.field("email", pa.string()))
+    rows = after_images(parsed, {**columns, "email": "email"}, wider).to_pylist()
+    assert rows == [{"productId": "1", "name": "n1", "product_price": Decimal("2.5000"), "email": "a@b"}]
 
 
 @pytest.mark.stack
