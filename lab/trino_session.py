@@ -32,8 +32,12 @@ def seed_statements(settings: Settings) -> str:
 
 def run_cli(settings: Settings, statements: str, timeout_s: float = 120) -> CliResult:
     """Feed ``statements`` to the Trino CLI's standard input; the last statement's rows, as CSV text cells."""
-    done = subprocess.run(cli_command(settings, ["--output-format=CSV_HEADER"], interactive=False),
-                          input=statements, capture_output=True, text=True, timeout=timeout_s, check=False)
+    try:
+        done = subprocess.run(cli_command(settings, ["--output-format=CSV_HEADER"], interactive=False),
+                              input=statements, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise LakehouseError(f"the Trino CLI did not finish within {timeout_s:.0f}s: is Trino at "
+                             f"{settings.trino.address} overloaded? (`lakehouse stack logs trino`)") from None
     if done.returncode != 0:
         raise LakehouseError(f"the Trino CLI failed (exit {done.returncode}): {done.stderr.strip()[-800:]}")
     lines = list(csv.reader(io.StringIO(done.stdout)))

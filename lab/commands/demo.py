@@ -27,7 +27,8 @@ def demo(
     from rich.table import Table
 
     from deploy.local.stack import LocalStack
-    from lab.demo import run_demo
+    from lab.demo import run_demo, trino_ending
+    from lakehouse.errors import LakehouseError
 
     settings = settings_or_exit()
     stack = LocalStack(settings)
@@ -37,8 +38,13 @@ def demo(
         if started:
             console.log(f"local stack up: started {', '.join(started)}")
         settings = settings_or_exit()  # now with the stack's generated credentials
+        trino_failure: LakehouseError | None = None
         try:
             summary = run_demo(settings, rate, duration, bad_share, console, changes)
+            try:
+                summary.trino_session, summary.trino_price = trino_ending(settings, console)
+            except LakehouseError as exc:  # the figures are measured: print them first, then say what failed
+                trino_failure = exc
         finally:
             if started and not keep_running:
                 with console.status("stopping the local stack the demo started (data kept)..."):
@@ -53,7 +59,7 @@ def demo(
         ("rows in the dead-letter table (all runs)", f"{summary.dead_rows:,}"),
         ("click table schema changes", "; ".join(summary.schema_changes) or "none (had deviceType)"),
         ("Trino: seed session rows (use ods_behavior; select * from clickevent limit 100)",
-         f"{len(summary.trino_session.rows)}" if summary.trino_session else "-"),
+         f"{len(summary.trino_session.rows)}" if summary.trino_session else "failed (below)"),
         ("Trino: product 1's price now", ", ".join(r[-1] for r in summary.trino_price.rows)
          if summary.trino_price else "-"),
     ] + [(f"freshness of the {f.name} p50 / p95 / p99 (goal p95 <= {f.goal_s:g} s)",
@@ -75,5 +81,11 @@ def demo(
            "Stop the stack: `make down-local` (data kept; PURGE=1 to delete it)" if up else
            "The stack was stopped. `make demo KEEP=1` leaves it up for `lakehouse query --list` and Prometheus.")
     )
-    if summary.committed < summary.produced:
+    if trino_failure is not None:
+        console.print(f"[red]error at the demo's Trino step:[/] {trino_failure}\n"
+                      f"The figures above were measured before it. Trino's log: {settings.run_dir / 'logs' / 'trino.log'}. "
+                      "To try the ending again: `make demo KEEP=1` leaves the stack up, then `lakehouse trino` and "
+                      "`use ods_behavior; select * from clickevent limit 100;` (a JDK 24+ is needed: "
+                      "LAKEHOUSE_TRINO__JAVA_HOME).")
+    if summary.committed < summary.produced or trino_failure is not None:
         raise typer.Exit(1)

@@ -64,10 +64,15 @@ class Trino(Service):
         }
 
     def ready(self) -> bool:
-        """Ready once the coordinator has finished starting *and* answers a query.
+        """Ready once the coordinator has finished starting *and* its catalog can run a table scan.
 
-        "starting": false comes a few seconds before the node has registered itself for work:
-        a query in that gap failed with "No nodes available to run query" (seen on first use).
+        Two gaps come after ``"starting": false``. The node first registers itself for work: a
+        query in that gap failed with "No nodes available to run query". Then the coordinator's
+        node manager learns which catalogs the node serves, on its next poll of the announcements
+        (every few seconds): until then ``SELECT 1`` and metadata queries (``USE``,
+        ``information_schema``) answer, yet any scan of an ``iceberg`` table fails with that same
+        error. So readiness ends with a scan of one of the catalog's tables, the way the seed
+        session's ``select * from clickevent`` reads.
         """
         try:
             with urllib.request.urlopen(f"http://{self.settings.trino.address}/v1/info", timeout=2) as resp:
@@ -75,21 +80,47 @@ class Trino(Service):
                     return False
         except (urllib.error.URLError, OSError, ValueError):
             return False
-        return self._answers()
+        return self._catalog_scans()
 
-    def _answers(self) -> bool:
+    def _catalog_scans(self) -> bool:
         # deferred: the trino client, needed only once the server is up
         import trino
 
-        t = self.settings.trino
+        t, catalog = self.settings.trino, self.settings.catalog.trino_catalog
         try:
             with trino.dbapi.connect(host=t.host, port=t.port, user=t.user, http_scheme="http",
                                      request_timeout=5) as conn:
                 cursor = conn.cursor()
                 cursor.execute("SELECT 1")
-                return cursor.fetchall() == [[1]]
+                if cursor.fetchall() != [[1]]:
+                    return False
+                table = _a_table(cursor, catalog, self.settings.catalog.clicks_table)
+                if table is None:
+                    return True  # an empty catalog: no table a session could read yet
+                cursor.execute(f"SELECT 1 FROM {table} LIMIT 1")
+                cursor.fetchall()
+                return True
         except Exception:  # noqa: BLE001 - any failure here means "not yet"; the caller waits and says so
             return False
+
+
+def _a_table(cursor, catalog: str, preferred: str) -> str | None:
+    """A table of ``catalog`` to scan, quoted: ``preferred`` (``namespace.table``) when it exists, else any.
+
+    Metadata queries answer from the coordinator before the catalog's node is known, so they
+    can pick the table; the connector's own ``system`` schema is served the same way, so it
+    is no test.
+    """
+    namespace, name = preferred.split(".")
+    tables = f"{catalog}.information_schema.tables"
+    cursor.execute(f"SELECT table_schema, table_name FROM {tables} "
+                   f"WHERE table_schema = '{namespace}' AND table_name = '{name}'")
+    rows = cursor.fetchall()
+    if not rows:
+        cursor.execute(f"SELECT table_schema, table_name FROM {tables} WHERE table_schema NOT IN "
+                       "('information_schema', 'system') AND table_type = 'BASE TABLE' LIMIT 1")
+        rows = cursor.fetchall()
+    return f'{catalog}."{rows[0][0]}"."{rows[0][1]}"' if rows else None
 
 
 def cli_command(settings: Settings, args: list[str], interactive: bool) -> list[str]:
