@@ -21,6 +21,9 @@ debs:
 	@bash deploy/install_debs.sh
 
 $(STAMP): requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "error: $(PYTHON) is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())' 2>/dev/null || echo '(not found)'); the project needs 3.11 or newer (Spark 4.1 needs 3.10+)." >&2; \
+	  echo "       Install one (Debian 12: apt-get install python3) and run: make install PYTHON=/path/to/python3.11" >&2; exit 1; }
 	@echo "  python venv $(VENV) (locked deps, hashes checked)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip >/dev/null

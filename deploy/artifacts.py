@@ -27,6 +27,8 @@ from pathlib import Path
 import typer
 
 from deploy import maven
+from deploy.local.binaries import spark_java_release
+from deploy.local.processes import StackError
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 
@@ -175,6 +177,8 @@ def main(
                 print(f"{sha256_of(path) if path.exists() else 'missing':64}  {f.member}")
         return
     try:
+        if not cluster:  # the image's Java is its base image's (deploy/Dockerfile)
+            typer.echo(f"  java for Spark: release {spark_java_release()}")
         if update_lock:
             lines = maven.lock_lines(tools_dir)
             header = [line for line in maven.LOCK.read_text().splitlines() if line.startswith("#")]
@@ -193,7 +197,7 @@ def main(
             build_shim(tools_dir)
         if cluster:
             shutil.rmtree(tools_dir / "cache", ignore_errors=True)
-    except (ChecksumError, maven.ResolveError) as exc:
+    except (ChecksumError, maven.ResolveError, StackError) as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise typer.Exit(3) from exc
     typer.echo(f"  artifacts ready in {tools_dir}")

@@ -1,6 +1,6 @@
-"""The Hive Metastore both runtimes run: Hive 2.3.9 from pyspark's jars, on PostgreSQL.
+"""The Hive Metastore both runtimes run: Hive 2.3.10 from pyspark's jars, on PostgreSQL.
 
-Spark 3.5's built-in Hive client and PyIceberg 0.12 call the metastore's ``get_table``,
+Spark 4.1's built-in Hive client and PyIceberg 0.12 call the metastore's ``get_table``,
 which Hive 4 removed (HIVE-26537), so the catalog must be a Hive 2/3 metastore; the one
 pyspark ships is the one the local suite tests. The local stack (``deploy/local/services/
 metastore.py``) and the cluster (``python -m deploy.metastore`` in the project image,
@@ -35,6 +35,8 @@ def site_properties(settings: Settings, password: str, scratch_uri: str) -> dict
         "javax.jdo.option.ConnectionUserName": pg.user,
         "javax.jdo.option.ConnectionPassword": password,
         "datanucleus.schema.autoCreateAll": "true",  # the schema, lock tables included, on first start
+        # Hive's default pool, BoneCP, left Spark 4's jars; HikariCP is there (the lock calls failed without it)
+        "datanucleus.connectionPoolingType": "HikariCP",
         "hive.metastore.schema.verification": "false",
         "hive.async.log.enabled": "false",
         "hive.metastore.warehouse.dir": s3.warehouse,

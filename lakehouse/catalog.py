@@ -50,8 +50,8 @@ def pyiceberg_catalog(settings: Settings):
         settings.catalog.name,
         uri=settings.metastore.uri,
         warehouse=settings.s3.warehouse,
-        # The metastore is Hive 2.3.9 (every runtime): a commit writes the table's columns into it,
-        # and 2.3.9 has no "timestamp with local time zone" type for Iceberg's timestamptz.
+        # The metastore is Hive 2.3.10 (every runtime): a commit writes the table's columns into it,
+        # and 2.3.10 has no "timestamp with local time zone" type for Iceberg's timestamptz.
         **{"hive.hive2-compatible": "true"},
         **s3_properties(settings),
     )

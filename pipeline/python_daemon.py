@@ -6,8 +6,8 @@ Every task a Python worker runs (``mapInArrow``, UDFs) starts with
 ``pyspark.zip``, py4j's zip and the spark-core jar (5,221 entries). Measured on the 2-core
 machine: 0.19 s per task, so an identity ``mapInArrow`` over three partitions took 0.54 s
 instead of 0.22 s, in every micro-batch of every job (docs/performance.md). Python 3.12
-made the re-read lazy (CPython issue 103200) and Spark 4.1 calls it only when a task adds
-files (SPARK-54744); neither is ours to use with Spark 3.5.7 on Python 3.11.
+made the re-read lazy (CPython issue 103200); pyspark 4.1.4 still calls it for every task
+(``pyspark.worker_util.setup_spark_files``), and the project runs Python 3.11.
 
 The archives Spark puts on the worker's path never change while a worker lives, so the
 daemon turns the re-read into a no-op before forking workers. Spark runs this module in

@@ -1,14 +1,15 @@
-# The spark-operator's controller and webhook, submitting with Spark 3.5.7.
+# The spark-operator's controller and webhook, submitting with Spark 4.1.4.
 #
 # spark-operator submits every SparkApplication with the spark-submit of its own image, and
-# its images from 2.3 on carry Spark 4.0, while the jobs are Spark 3.5.7 (pyspark 3.5.7 in
-# requirements.lock). This image keeps the operator's binary and puts it on Apache Spark
-# 3.5.7's image, the base of deploy/Dockerfile too: the submitter and the jobs are one Spark.
+# its images from 2.3 on carry Spark 4.0 (end of life since 2026-11-23), while the jobs are
+# Spark 4.1.4 (pyspark 4.1.4 in requirements.lock). This image keeps the operator's binary and
+# puts it on Apache Spark 4.1.4's image, the base of deploy/Dockerfile too: the submitter and
+# the jobs are one Spark.
 # `make up` builds it and loads it into kind (deploy/k8s/up.sh).
 ARG OPERATOR_VERSION=2.5.2
 FROM ghcr.io/kubeflow/spark-operator/controller:${OPERATOR_VERSION} AS operator
 
-FROM spark:3.5.7-scala2.12-java17-python3-ubuntu
+FROM spark:4.1.4-scala2.13-java17-python3-ubuntu
 USER root
 # tini reaps the spark-submit processes the controller starts; the webhook writes its
 # serving certificate into a directory its user owns.

@@ -57,7 +57,7 @@ run helm upgrade --install strimzi oci://quay.io/strimzi-helm/strimzi-kafka-oper
   --set "watchNamespaces={$ns}" \
   --set "extraEnvs[0].name=STRIMZI_POD_SECURITY_PROVIDER_CLASS" --set "extraEnvs[0].value=restricted" \
   --set resources.requests.cpu=100m --set resources.requests.memory=384Mi --wait
-# The operator submits with the spark-submit of its image: this one is built on Spark 3.5.7, as the jobs are.
+# The operator submits with the spark-submit of its image: this one is built on Spark 4.1.4, as the jobs are.
 operator_image="lakehouse-spark-operator:$spark_operator-$(.venv/bin/python -m deploy.k8s.image_tag --dockerfile deploy/k8s/spark-operator.Dockerfile)"
 run docker build -f deploy/k8s/spark-operator.Dockerfile --build-arg "OPERATOR_VERSION=$spark_operator" \
   -t "$operator_image" deploy/k8s

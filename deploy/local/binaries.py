@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 from deploy.local.processes import StackError
@@ -38,6 +40,31 @@ def java_binary() -> Path:
     if home and (Path(home) / "bin" / "java").exists():
         return Path(home) / "bin" / "java"
     return system_binary("java", "openjdk-17-jre-headless")
+
+
+#: the Java releases Spark 4.1 runs on (its documentation: Java 17 and 21)
+SPARK_JAVA_RELEASES = (17, 21)
+
+
+def spark_java_release() -> int:
+    """The release of the Java Spark will start (``$JAVA_HOME``, else ``java`` on the PATH), or raise naming the fix.
+
+    PySpark launches ``spark-submit``, which takes the same Java; Spark 4.1 refuses or misbehaves on others.
+    """
+    java = java_binary()
+    home = java.resolve().parent.parent
+    release = _jdk_major(home)
+    if release == 0:  # no ``release`` file (a JRE laid out otherwise): ask the JVM itself
+        shown = subprocess.run([str(java), "-XshowSettings:properties", "-version"], capture_output=True, text=True,
+                               check=False).stderr
+        found = re.search(r"java\.specification\.version = (\d+)", shown)
+        release = int(found.group(1)) if found else 0
+    if release not in SPARK_JAVA_RELEASES:
+        raise StackError(
+            f"Spark 4.1 runs on Java {' or '.join(map(str, SPARK_JAVA_RELEASES))}, and the Java it would use "
+            f"({java}) is release {release or 'unknown'}: install one (Debian 12: `apt-get install "
+            f"openjdk-17-jdk-headless`) and point JAVA_HOME at it, e.g. JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64")
+    return release
 
 
 def tool(tools_dir: Path, name: str) -> Path:

@@ -80,6 +80,26 @@ def batch(
                    [(p.phase, f"{p.median_s:.3f} s ({p.min_s:.3f} - {p.max_s:.3f})") for p in phases])
 
 
+@app.command(name="commit-lock")
+def commit_lock(
+    rows: Annotated[int, typer.Option(help="Rows per append (10,000 = a 1 s click batch at 10,000 events/s).")] = 10_000,
+    rounds: Annotated[int, typer.Option(help="Timed appends per mode, after one warm-up each.")] = 20,
+) -> None:
+    """One Spark append's time with the Hive Metastore's commit lock and without it (HIVE-26882).
+
+    The two modes alternate on two scratch tables, dropped afterwards. docs/spark-4.md records the
+    figures and the decision they inform.
+    """
+    from lab.bench.commit_lock import measure
+
+    settings = stack_settings_or_exit("s3", "metastore")
+    with friendly_errors():
+        results = measure(settings, rows, rounds, progress=console.log)
+    print_figures(f"append of {rows:,} rows: append + commit, {rounds} rounds",
+                  [(r.mode, f"median {r.median_s:.3f} s, p95 {r.p95_s:.3f} s (min {min(r.seconds):.3f}, "
+                            f"max {max(r.seconds):.3f})") for r in results])
+
+
 @app.command()
 def standard(
     ingest_seconds: Annotated[float, typer.Option(help="Seconds of the 10,000 events/s ingest run.")] = 180,

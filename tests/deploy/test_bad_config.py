@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -138,15 +139,15 @@ def test_a_maven_artifact_that_differs_from_its_pin_is_refused(tmp_path, monkeyp
     """Maven resolves the profile for real; one digest of the lock is changed: nothing reaches the classpath."""
     lock = tmp_path / "artifacts.sha256"
     lines = maven.LOCK.read_text().splitlines()
-    victim = next(i for i, line in enumerate(lines) if line.endswith("spark-kafka/commons-pool2-2.11.1.jar"))
-    lines[victim] = "0" * 64 + "  spark-kafka/commons-pool2-2.11.1.jar"
+    victim = next(i for i, line in enumerate(lines) if line.endswith("spark-kafka/commons-pool2-2.12.1.jar"))
+    lines[victim] = "0" * 64 + "  spark-kafka/commons-pool2-2.12.1.jar"
     lock.write_text("\n".join(lines) + "\n")
     monkeypatch.setattr(maven, "LOCK", lock)
     tools = tmp_path / "tools"
     with pytest.raises(maven.ChecksumError) as err:
         maven.install_profile("spark-kafka", tools)
     message = str(err.value)
-    assert "commons-pool2-2.11.1.jar: expected sha256 " + "0" * 64 in message
+    assert "commons-pool2-2.12.1.jar: expected sha256 " + "0" * 64 in message
     assert "--update-lock" in message
     assert not maven.profile_dir(tools, "spark-kafka").exists(), "a profile that fails its check is not installed"
 
@@ -203,3 +204,18 @@ def test_a_benchmark_without_the_stack_says_how_to_start_it(tmp_path):
     assert "the local stack is not up: s3" in out.stderr and "metastore" in out.stderr
     assert "lakehouse stack up" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+TEMURIN25 = Path("/usr/lib/jvm/temurin-25-jdk-amd64")
+
+
+@pytest.mark.skipif(not (TEMURIN25 / "release").exists(), reason="needs the Temurin 25 JDK beside OpenJDK 17")
+def test_a_java_spark_41_does_not_run_on_stops_the_install_naming_the_fix(monkeypatch):
+    """`make install` (deploy.artifacts) checks the Java Spark would start before anything is fetched."""
+    monkeypatch.setenv("JAVA_HOME", str(TEMURIN25))
+    done = subprocess.run([sys.executable, "-m", "deploy.artifacts"], capture_output=True, text=True,
+                          cwd=REPO_ROOT, timeout=120)
+    assert done.returncode != 0
+    assert "Spark 4.1 runs on Java 17 or 21" in done.stderr and "is release 25" in done.stderr, done.stderr
+    assert "JAVA_HOME" in done.stderr and "openjdk-17" in done.stderr, "what to do"
+    assert "maven profile" not in done.stdout, "nothing was fetched"

@@ -55,11 +55,11 @@ def test_every_binary_artifact_is_a_local_stack_server_left_out_of_the_image():
 def test_both_images_stand_on_the_official_spark_tag_of_the_locked_pyspark():
     """The jobs' image and the operator's submitter are one Spark, the one pyspark in the lock is.
 
-    The tag is an official one: apache/spark-docker's versions.json lists
-    3.5.7-scala2.12-java17-python3-ubuntu (docs/kubernetes.md gives the commits; no digest is published).
+    The tag follows apache/spark-docker's naming for the 4.x line, Scala 2.13 and Java 17
+    (docs/kubernetes.md: which Java and why).
     """
     pyspark = re.search(r"^pyspark==(\S+)", (REPO_ROOT / "requirements.lock").read_text(), re.M).group(1)
-    expected = f"spark:{pyspark}-scala2.12-java17-python3-ubuntu"
+    expected = f"spark:{pyspark}-scala2.13-java17-python3-ubuntu"
     for dockerfile in ("deploy/Dockerfile", "deploy/k8s/spark-operator.Dockerfile"):
         bases = re.findall(r"^FROM\s+(spark:\S+)", (REPO_ROOT / dockerfile).read_text(), re.M)
         assert bases == [expected], f"{dockerfile} stands on {bases}, pyspark is {pyspark}"

@@ -1,4 +1,4 @@
-"""Hive Metastore 2.3.9 (from pyspark's jars) on PostgreSQL: the catalog all engines share.
+"""Hive Metastore 2.3.10 (from pyspark's jars) on PostgreSQL: the catalog all engines share.
 
 Its configuration and command line are the cluster's too (``deploy/metastore.py``). Locally
 it binds every interface, so it runs with the loopback bind shim preloaded.

@@ -236,12 +236,12 @@ def test_the_cluster_database_writes_the_binlog_the_capture_needs():
 
 
 def test_the_cluster_runs_the_metastore_and_the_spark_the_suite_tests(docs):
-    """Hive 4 dropped the get_table call Spark 3.5 and PyIceberg make; an operator on Spark 4 submits
+    """Hive 4 dropped the get_table call Spark 4.1's Hive client and PyIceberg make; an operator on Spark 4 submits
     with another Spark than the jobs': the cluster must run what the local suite runs."""
     import pyspark
 
     hms = named(docs, "Deployment", "hive-metastore")["spec"]["template"]["spec"]["containers"][0]
-    assert hms["image"].split(":")[0] == "lakehouse"  # pyspark's Hive 2.3.9 jars, as locally
+    assert hms["image"].split(":")[0] == "lakehouse"  # pyspark's Hive 2.3.10 jars, as locally
     assert hms["command"][:3] == ["python", "-m", "deploy.metastore"]
     assert (REPO_ROOT / "deploy" / "metastore.py").exists()
     local = generate.hive_site(cluster_settings())

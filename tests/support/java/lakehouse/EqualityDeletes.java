@@ -6,7 +6,7 @@ import org.apache.iceberg.DeleteFile;
 import org.apache.iceberg.FileFormat;
 import org.apache.iceberg.Schema;
 import org.apache.iceberg.Table;
-import org.apache.iceberg.data.GenericAppenderFactory;
+import org.apache.iceberg.data.GenericFileWriterFactory;
 import org.apache.iceberg.data.GenericRecord;
 import org.apache.iceberg.data.Record;
 import org.apache.iceberg.deletes.EqualityDeleteWriter;
@@ -32,12 +32,15 @@ public final class EqualityDeletes {
     }
     int fieldId = table.schema().findField(column).fieldId();
     Schema deleteSchema = table.schema().select(column);
-    GenericAppenderFactory factory =
-        new GenericAppenderFactory(table.schema(), table.spec(), new int[] {fieldId}, deleteSchema, null);
+    GenericFileWriterFactory factory = new GenericFileWriterFactory.Builder(table)
+        .deleteFileFormat(FileFormat.PARQUET)
+        .equalityFieldIds(new int[] {fieldId})
+        .equalityDeleteRowSchema(deleteSchema)
+        .build();
     OutputFile out = table.io().newOutputFile(
         table.locationProvider().newDataLocation("eq-delete-" + UUID.randomUUID() + ".parquet"));
     EqualityDeleteWriter<Record> writer =
-        factory.newEqDeleteWriter(EncryptedFiles.plainAsEncryptedOutput(out), FileFormat.PARQUET, null);
+        factory.newEqualityDeleteWriter(EncryptedFiles.plainAsEncryptedOutput(out), table.spec(), null);
     try (EqualityDeleteWriter<Record> w = writer) {
       for (String key : keys) {
         Record record = GenericRecord.create(deleteSchema);
