@@ -6,7 +6,6 @@ by its result here; the failure is real: the stack's Trino refused to start on a
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -22,16 +21,15 @@ JDK17 = Path("/usr/lib/jvm/java-17-openjdk-amd64")
 def test_the_summary_is_printed_before_the_trino_error(stack, monkeypatch, tmp_path):
     from cli.main import app
 
-    with socket.socket() as probe:  # a Trino of its own, not the suite's (which may already run)
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    monkeypatch.setenv("LAKEHOUSE_TRINO__PORT", str(port))
     monkeypatch.setenv("LAKEHOUSE_TRINO__JAVA_HOME", str(JDK17))
     measured = DemoSummary(1000, 1000, 990, 10, [Freshness("clicks", "the click table", 1.2, 2.3, 3.4, 990)],
                            tmp_path, [])
     monkeypatch.setattr("lab.demo.run_demo", lambda *args, **kwargs: measured)
-
-    result = CliRunner().invoke(app, ["demo"], terminal_width=200)
+    stack.stop_service("trino")  # the demo starts it on first use: here, on a JDK it refuses
+    try:
+        result = CliRunner().invoke(app, ["demo"], terminal_width=200)
+    finally:
+        stack.ensure("trino")  # as the suite had it (the stack's own settings: its JDK 24+)
     text = result.output
     assert result.exit_code == 1, text
     assert "Traceback" not in text
