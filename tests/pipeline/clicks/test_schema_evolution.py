@@ -63,12 +63,29 @@ class Compacting:
         assert self.passes > 0, f"no compaction pass completed: {self.errors[:2]}"
 
 
+def _resolved_afresh(read):
+    """``read()``, once more if the table's schema changed between resolving it and running the query.
+
+    Spark 4.1 refuses to run a plan whose table changed after analysis
+    (INCOMPATIBLE_TABLE_CHANGE_AFTER_ANALYSIS) and says to resolve it again; these reads race the
+    pipeline's schema changes on purpose.
+    """
+    from pyspark.errors import AnalysisException
+
+    try:
+        return read()
+    except AnalysisException as exc:
+        if "INCOMPATIBLE_TABLE_CHANGE_AFTER_ANALYSIS" not in str(exc):
+            raise
+        return read()
+
+
 def count(spark, table: str) -> int:
-    return spark.table(table).count() if spark.catalog.tableExists(table) else 0
+    return _resolved_afresh(lambda: spark.table(table).count()) if spark.catalog.tableExists(table) else 0
 
 
 def columns(spark, table: str) -> dict[str, str]:
-    return {f.name: f.dataType.simpleString() for f in spark.table(table).schema.fields}
+    return _resolved_afresh(lambda: {f.name: f.dataType.simpleString() for f in spark.table(table).schema.fields})
 
 
 def dead_reasons(spark, settings) -> list[str]:
