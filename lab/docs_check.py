@@ -1,5 +1,6 @@
 """`make lint`'s docs check: every repository path and link the docs and the README quote exists,
-and every doc the code and the tests cite.
+and every doc the code and the tests cite; and the README's headline figures are what
+docs/benchmarks.md's rows give (``lab.headline``).
 
 A doc that names a file the code no longer has misleads exactly the newcomer it was written
 for (issue 42: docs cited code that no longer ran and a results page that never existed).
@@ -56,10 +57,15 @@ def problems(root: Path = ROOT) -> list[str]:
 
 
 def main() -> int:
+    from lab.headline import stale
+
     found = problems()
     for line in found:
         print(f"docs quote a path that does not exist: {line}", file=sys.stderr)
-    return 1 if found else 0
+    headline = stale()
+    if headline:
+        print(headline, file=sys.stderr)
+    return 1 if found or headline else 0
 
 
 if __name__ == "__main__":
