@@ -79,7 +79,7 @@ down-local: ## Stop the local stack (data kept; PURGE=1 deletes it)
 clean: down-local ## Remove venv, tools and run dirs
 	rm -rf $(VENV) .tools .run .run-test results
 
-bench: install ## The standard benchmarks (~15 min: ingest, CDC, whole system): figures vs goals, appended to docs/benchmarks.md
+bench: install ## The standard benchmarks (~15 min: ingest, CDC, headroom, whole system): figures vs goals, appended to docs/benchmarks.md; the README headline regenerated
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench standard
 

@@ -17,8 +17,8 @@ def _benchmarks(tmp_path):
             ("2026-11-28 01:00", "aaa0001", 1.40), ("2026-11-28 02:00", "bbb0002", 2.10),
             ("2026-11-28 03:00", "ccc0003", 3.20)]
     for when, commit, p95 in runs:
-        append_rows([at_most(headline.INGEST, "freshness p95", p95, "s", 3),
-                     at_least(headline.CDC, "sustained", 980 + 10 * p95, "changes/s", 990)],
+        append_rows([at_most("bench ingest --rate 10000 --duration 180", "freshness p95", p95, "s", 3),
+                     at_least("bench cdc --rate 1000 --duration 90", "sustained", 980 + 10 * p95, "changes/s", 990)],
                     path, dt.datetime.strptime(when, "%Y-%m-%d %H:%M"), commit)
     return path
 
