@@ -181,9 +181,10 @@ def aggregate(
     """Live aggregates: the click table's new rows -> ads result tables, a few seconds behind it.
 
     Product views (productId, name, product_price, views, unique users) and activity per
-    member level, exactly once. A small Python process without Spark: each batch reads the
-    files the click table's new appends added and rewrites the small result tables with
-    PyIceberg (pipeline/aggregates/live.py). Its position is the click snapshot recorded in
+    member level, exactly once. A Spark application: each batch reads the rows the click
+    table's new appends added (Iceberg's incremental scan), aggregates them in Spark tasks and
+    rewrites the small result tables (pipeline/aggregates/live.py); `run pipeline --jobs
+    clicks,aggregate` runs it beside the click job. Its position is the click snapshot recorded in
     the result tables' last commit: the start point is used only while they have none; drop
     them to start over. Survives compaction and snapshot expiry (see
     LAKEHOUSE_PIPELINE__AGGREGATE_ON_SNAPSHOT_EXPIRED).

@@ -5,8 +5,8 @@
 - the dimension apply as its own process too (`lakehouse run dims`, no Spark): its PyIceberg
   commits are Python work, and beside the Spark jobs' driver threads they held the same lock
   (a whole-system run's click freshness p95 went from 3.6 to 8.3 s);
-- the live aggregates as a third such process (`lakehouse run aggregate`, no Spark either);
-- one Spark application with the click ingestion (`lakehouse run clicks`).
+- one Spark application with the click ingestion and the live aggregates, each in its FAIR pool
+  (`lakehouse run pipeline --jobs clicks,aggregate`, as the cluster's SparkApplication runs them).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from lab.bench.ingest import committed_total
 from lakehouse import kafka_clients
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
+from pipeline.aggregates.live import LiveAggregates
 from pipeline.app import run_job
 from pipeline.cdc.apply import DimensionApplyJob
 from pipeline.cdc.checkpoints import read_checkpoint
@@ -35,7 +36,8 @@ SYSTEM_STACK = ("kafka", "s3", "metastore", "mariadb")
 
 
 class RunningSystem:
-    """Capture, dims and aggregate processes + the click ingestion in a Spark application; ``close()`` stops all."""
+    """Capture and dims processes + the click ingestion and live aggregates in a Spark application; ``close()``
+    stops all."""
 
     def __init__(self, settings: Settings, console: Console, app_name: str, capture_log: Path):
         """``capture_log``: the capture's log; the others' go beside it (``dims`` for ``capture``...)."""
@@ -64,16 +66,14 @@ class RunningSystem:
             dims_log = capture_log.with_name(capture_log.name.replace("capture", "dims"))
             self.dims = start_job_process(settings, "dims", dims_log)
             console.log(f"dimension apply running (log {dims_log})")
-            with console.status("starting Spark: click ingestion..."):
+            with console.status("starting Spark: click ingestion and live aggregates..."):
                 self.spark = build_session(settings, app_name)
                 self.clicks = ClickIngestJob(self.spark, settings)
-            aggregate_log = capture_log.with_name(capture_log.name.replace("capture", "aggregate"))
-            self.aggregates = start_job_process(settings, "aggregate", aggregate_log)
-            console.log(f"live aggregates running (log {aggregate_log})")
+                self.aggregates = LiveAggregates(self.spark, settings)
         except BaseException:
             self._stop_processes()
             raise
-        self.threads = [self._in_pool("clicks", self.clicks)]
+        self.threads = [self._in_pool("clicks", self.clicks), self._in_pool("aggregate", self.aggregates)]
 
     def _in_pool(self, pool: str, job) -> threading.Thread:
         def run():
@@ -103,8 +103,6 @@ class RunningSystem:
             return f"the binlog capture exited with code {self.capture.returncode}"
         if self.dims.poll() is not None:
             return f"the dimension apply exited with code {self.dims.returncode}"
-        if self.aggregates.poll() is not None:
-            return f"the live aggregates exited with code {self.aggregates.returncode}"
         return None
 
     def close(self) -> None:
@@ -116,7 +114,7 @@ class RunningSystem:
         self._stop_processes()
 
     def _stop_processes(self) -> None:
-        for process in (self.aggregates, self.dims, self.capture):
+        for process in (self.dims, self.capture):
             if process is not None and process.poll() is None:
                 process.send_signal(signal.SIGTERM)  # both stop between batches
                 try:

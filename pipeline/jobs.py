@@ -44,7 +44,7 @@ JOBS: dict[str, JobSpec] = {spec.name: spec for spec in (
     JobSpec("dims", "pipeline.cdc.apply:DimensionApplyJob", needs_spark=False,
             trigger=lambda s: s.pipeline.dims_trigger_seconds, port=lambda m: m.pipeline_port,
             pool_weight=_writer_pool),
-    JobSpec("aggregate", "pipeline.aggregates.live:LiveAggregates", needs_spark=False,
+    JobSpec("aggregate", "pipeline.aggregates.live:LiveAggregates", needs_spark=True,
             trigger=lambda s: s.pipeline.aggregate_trigger_seconds, port=lambda m: m.aggregate_port,
             pool_weight=_writer_pool),
     JobSpec("maintain", "pipeline.maintenance.job:MaintenanceJob", needs_spark=True,

@@ -29,8 +29,9 @@ SERVICES: dict[str, tuple[str, int]] = {
 }
 
 # Exporters that have no pod of their own in the cluster, and the one whose port serves their metrics:
-# maintenance runs inside the pipeline's Spark driver (`run pipeline --jobs clicks,maintain`).
-EXPORTERS_INSIDE = {"maintenance": "pipeline"}
+# the live aggregates and maintenance run inside the pipeline's Spark driver
+# (`run pipeline --jobs clicks,aggregate,maintain`).
+EXPORTERS_INSIDE = {"aggregate": "pipeline", "maintenance": "pipeline"}
 
 
 def cluster_exporters(settings: Settings) -> dict[str, int]:

@@ -1,23 +1,20 @@
-"""The click rows committed after a snapshot of the click table, read from the files each append added.
+"""Which click rows a live-aggregates batch reads: the appends after its position, planned from metadata.
 
 Iceberg's snapshot log says what changed: an ``append`` snapshot's manifests list the data
 files it added, and those files hold exactly its new rows. Compaction's ``replace``
 snapshots add no rows (their files hold rows counted already) and are passed over; a
 ``delete`` or ``overwrite`` (a row-level fix by hand) is passed over too and reported,
-since the totals cannot take a row back. Reading the added files directly costs a listing
-of the new manifests and the new files themselves: no scan planning over the whole table.
+since the totals cannot take a row back. Iceberg's incremental scan reads the same rows in
+Spark (appends only); the driver needs the new manifests alone, for the batch's row count and
+its newest ``ingest_time`` (the files' column statistics), never the rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-import pyarrow.compute as pc
-from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntryStatus
-from pyiceberg.table import FileScanTask
 from pyiceberg.table.snapshots import Operation, Snapshot, ancestors_of
 
 from lakehouse.errors import LakehouseError
@@ -30,24 +27,15 @@ class PositionLostError(LakehouseError):
     """The snapshot a result table stands on is no longer in the click table's lineage (expired)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Increment:
-    snapshot_id: int  # the newest snapshot read: the new position
-    rows: pa.Table
+    """The click rows a batch reads: the appends after ``start`` up to ``end``, planned from metadata."""
+
+    start: int  # the position read from (exclusive): a snapshot id, or FROM_THE_START
+    end: int  # the newest snapshot read: the new position
+    rows: int  # rows the appends added (their files' record counts)
+    through_ms: int | None  # the newest ``ingest_time`` they hold, epoch ms (the files' upper bounds)
     skipped: list[str] = field(default_factory=list)  # the row-changing snapshots passed over
-
-    @property
-    def through_ms(self) -> int | None:
-        """The newest ``ingest_time`` read, epoch ms (None without rows)."""
-        return newest_ingest_ms(self.rows)
-
-
-def newest_ingest_ms(rows: pa.Table) -> int | None:
-    """The newest ``ingest_time`` of click ``rows``, epoch ms (None without rows)."""
-    if rows.num_rows == 0:
-        return None
-    newest = pc.max(rows.column("ingest_time")).as_py()
-    return int(newest.timestamp() * 1000) if newest is not None else None
 
 
 def snapshots_after(table, position: int, limit: int) -> list[Snapshot]:
@@ -92,17 +80,16 @@ def added_files(table, snapshot: Snapshot) -> list[DataFile]:
     return files
 
 
-def read_files(table, files: list[DataFile], columns: tuple[str, ...]) -> pa.Table:
-    """``columns`` of the rows in ``files``, as the table's current schema names and types them."""
-    schema = table.schema().select(*columns)
-    if not files:
-        return schema.as_arrow().empty_table()
-    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
-    return scan.to_table([FileScanTask(f) for f in files])
+def newest_ingest_ms_of(table, files: list[DataFile]) -> int | None:
+    """The newest ``ingest_time`` in ``files``, epoch ms, from their column statistics (None if none say)."""
+    field = table.schema().find_field("ingest_time")
+    bounds = [f.upper_bounds.get(field.field_id) for f in files if f.upper_bounds]
+    newest = max((from_bytes(field.field_type, b) for b in bounds if b is not None), default=None)
+    return int(newest) // 1000 if newest is not None else None  # timestamps are stored as microseconds
 
 
-def read_increment(table, snapshots: list[Snapshot], columns: tuple[str, ...]) -> Increment:
-    """The rows the appends among ``snapshots`` added (``snapshots`` must not be empty)."""
+def plan_increment(table, position: int, snapshots: list[Snapshot]) -> Increment:
+    """What a batch reads after ``position``: the appends among ``snapshots`` (must not be empty)."""
     files, skipped = [], []
     for snapshot in snapshots:
         operation = snapshot.summary.operation if snapshot.summary else Operation.APPEND
@@ -110,4 +97,5 @@ def read_increment(table, snapshots: list[Snapshot], columns: tuple[str, ...]) -
             files += added_files(table, snapshot)
         elif operation in (Operation.DELETE, Operation.OVERWRITE):
             skipped.append(f"{operation.value} snapshot {snapshot.snapshot_id}")
-    return Increment(snapshots[-1].snapshot_id, read_files(table, files, columns), skipped)
+    return Increment(position, snapshots[-1].snapshot_id, sum(f.record_count for f in files),
+                     newest_ingest_ms_of(table, files), skipped)

@@ -1,16 +1,19 @@
-"""`lakehouse run aggregate`: live aggregates that follow the click table's appends, without Spark.
+"""`lakehouse run aggregate`: live aggregates that follow the click table's appends, on Spark.
 
-Each micro-batch reads the rows the click table's new ``append`` snapshots added
-(``pipeline.aggregates.increments``), adds them to the totals the job holds in memory
-(``pipeline.aggregates.rollups``) and rewrites each small result table in one PyIceberg
-commit whose summary records the newest click snapshot it includes. That snapshot id is the
-job's only position: a restart reads it back from the result tables, so a batch is counted
-once whatever dies when (no checkpoint beside the tables).
+Each micro-batch:
 
-Why not Spark: the streaming read and two MERGEs cost six Spark stages a batch, which on
-two cores queued behind the click job's and left the aggregates 26 s behind the clicks
-(docs/performance.md, "Fifth round"); here a batch is a few manifests, the new files, and
-milliseconds of Arrow.
+1. plans on the driver, from the click table's metadata, which snapshots came after the
+   position the result tables recorded (``pipeline.aggregates.increments``: the appends;
+   compaction's replaces add no rows, a row-changing delete or overwrite is reported);
+2. reads the rows those appends added with Iceberg's incremental scan
+   (``start-snapshot-id`` exclusive to ``end-snapshot-id``) and aggregates them per rollup
+   key in Spark tasks (``pipeline.aggregates.rollups``);
+3. merges them with each result table's rows in Spark and overwrites the small table in one
+   Iceberg commit whose summary records the newest click snapshot included.
+
+That snapshot id is the job's only position: a restart reads it back from the result tables,
+so a batch is counted once whatever dies when (no checkpoint beside the tables). The driver
+reads manifests and commits; every click row goes through Spark tasks.
 
 When the snapshot a result table stands on was expired by maintenance, the job rebuilds
 (``pipeline.aggregate_on_snapshot_expired = rebuild``, default): totals of the whole table
@@ -19,13 +22,15 @@ at its current snapshot, written in one commit, then on from there; ``fail`` sto
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
-import pyarrow as pa
 from pyiceberg.exceptions import NoSuchTableError
+from pyspark import InheritableThread
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import FatalError, LakehouseError
@@ -36,13 +41,12 @@ from pipeline.aggregates.increments import (
     FROM_THE_START,
     Increment,
     PositionLostError,
-    newest_ingest_ms,
+    plan_increment,
     position_before,
-    read_increment,
     snapshots_after,
 )
 from pipeline.aggregates.tables import ensure_aggregate_tables
-from pipeline.pyiceberg_tables import commit_attempts, newest_summary_with, replace_contents
+from pipeline.pyiceberg_tables import newest_summary_with
 
 log = logging.getLogger(__name__)
 
@@ -51,56 +55,48 @@ SNAPSHOTS_PER_BATCH = 200
 
 
 class ResultTable:
-    """One rollup's result table: its totals and position, kept in memory between commits."""
+    """One rollup's result table and the click snapshot its content includes (its position)."""
 
-    def __init__(self, catalog, rollup: ru.Rollup):
-        self.catalog, self.rollup = catalog, rollup
+    def __init__(self, spark: SparkSession, catalog, rollup: ru.Rollup):
+        self.spark, self.catalog, self.rollup = spark, catalog, rollup
         self.reload()
 
     def reload(self) -> None:
-        """Read the committed totals and position (None: nothing committed by this release's job yet)."""
-        self.table = self.catalog.load_table(self.rollup.table)
-        self.arrow_schema = self.table.schema().as_arrow()
-        recorded = newest_summary_with(self.table, ru.PROGRESS_PROPERTY).get(ru.PROGRESS_PROPERTY)
+        """Read the committed position (None: nothing committed by this job yet) and the snapshot holding it."""
+        table = self.catalog.load_table(self.rollup.table)
+        recorded = newest_summary_with(table, ru.PROGRESS_PROPERTY).get(ru.PROGRESS_PROPERTY)
         self.position: int | None = int(recorded) if recorded is not None else None
-        self.totals = ru.from_arrow(self.table.scan().to_arrow(), self.rollup) if self.position is not None else {}
+        current = table.current_snapshot()
+        self.snapshot_id: int | None = current.snapshot_id if current is not None else None
 
-    def add(self, rows: pa.Table, position: int, through_ms: int | None) -> None:
-        """Add click ``rows`` to the totals and record ``position``, in one commit."""
-        started_from = self.position
-        for attempt in commit_attempts():
-            with attempt:
-                if attempt.retry_state.attempt_number > 1:
-                    self.reload()  # another writer (maintenance) committed first: start from what is there
-                    if self.position != started_from:
-                        raise LakehouseError(f"{self.rollup.table} moved to snapshot {self.position} under the job")
-                ru.add_rows(self.totals, rows, self.rollup, dt.datetime.now(dt.timezone.utc))
-                self._overwrite(self.totals, position, through_ms)
-        self.position = position
+    def rows(self) -> DataFrame:
+        """The table's rows at the snapshot its position was read from."""
+        reader = self.spark.read.format("iceberg")
+        if self.snapshot_id is not None:
+            reader = reader.option("versionAsOf", str(self.snapshot_id))
+        return reader.load(self.rollup.table)
 
-    def replace(self, totals: dict[ru.Key, ru.Totals], position: int, through_ms: int | None) -> None:
-        """Make ``totals`` the table's whole content and record ``position``, in one commit."""
-        for attempt in commit_attempts():
-            with attempt:
-                if attempt.retry_state.attempt_number > 1:
-                    self.reload()
-                self._overwrite(totals, position, through_ms)
-        self.totals, self.position = totals, position
-
-    def _overwrite(self, totals: dict[ru.Key, ru.Totals], position: int, through_ms: int | None) -> None:
-        properties = {ru.PROGRESS_PROPERTY: str(position)}
+    def write(self, content: DataFrame, position: int, through_ms: int | None) -> None:
+        """Make ``content`` the table's rows and record ``position``, in one commit."""
+        writer = content.writeTo(self.rollup.table).option(f"snapshot-property.{ru.PROGRESS_PROPERTY}", str(position))
         if through_ms is not None:
-            properties[ru.THROUGH_PROPERTY] = str(through_ms)
-        replace_contents(self.table, ru.to_arrow(totals, self.rollup, self.arrow_schema), properties)
+            writer = writer.option(f"snapshot-property.{ru.THROUGH_PROPERTY}", str(through_ms))
+        writer.overwrite(F.lit(True))
+        self.reload()
+        if self.position != position:
+            raise LakehouseError(f"{self.rollup.table} records position {self.position} after writing {position}: "
+                                 "another writer committed in between")
 
 
 class LiveAggregates:
-    """The live-aggregates job; ``spark`` is accepted, unused, so every job is built the same way."""
+    """The live-aggregates job: a Spark application of its own, or a FAIR pool of a shared one."""
 
     name = "aggregate"
 
-    def __init__(self, spark, settings: Settings, from_timestamp_ms: int | None = None):
-        self.settings = settings
+    def __init__(self, spark: SparkSession, settings: Settings, from_timestamp_ms: int | None = None):
+        if spark is None:
+            raise FatalError("the live aggregates run on Spark: build the job with a SparkSession")
+        self.spark, self.settings = spark, settings
         self.rollups = ru.rollups(settings)
         self.tables = [r.table for r in self.rollups]
         self.from_timestamp_ms = from_timestamp_ms
@@ -110,7 +106,7 @@ class LiveAggregates:
         self.recover()
 
     def recover(self) -> None:
-        self.results = [ResultTable(self.catalog, r) for r in self.rollups]
+        self.results = [ResultTable(self.spark, self.catalog, r) for r in self.rollups]
         self.clicks = None
 
     def close(self) -> None:
@@ -149,7 +145,7 @@ class LiveAggregates:
                 added += 1
                 continue
             if snapshots:
-                added += self._apply(read_increment(clicks, snapshots, ru.SOURCE_COLUMNS), results)
+                added += self._apply(plan_increment(clicks, position, snapshots), results)
         if not added:
             metrics.BATCHES.labels(self.name, "idle").inc()
             return 0
@@ -157,22 +153,52 @@ class LiveAggregates:
         metrics.BATCH_SECONDS.labels(self.name).observe(time.monotonic() - began)
         return added
 
+    def _increment_rows(self, increment: Increment) -> DataFrame:
+        """The click rows the increment's appends added, read in Spark tasks."""
+        reader = self.spark.read.format("iceberg")
+        if increment.start == FROM_THE_START:  # from the table's first snapshot: everything up to ``end``
+            reader = reader.option("versionAsOf", str(increment.end))
+        else:
+            reader = reader.option("start-snapshot-id", str(increment.start)).option("end-snapshot-id",
+                                                                                     str(increment.end))
+        return reader.load(self.settings.catalog.clicks_table).select(*ru.SOURCE_COLUMNS)
+
     def _apply(self, increment: Increment, results: list[ResultTable]) -> int:
         for skipped in increment.skipped:
             log.warning("aggregate: %s changes rows of the click table in place; the totals keep them as they were "
                         "(rebuild: delete the result tables)", skipped)
-        if increment.rows.num_rows == 0:
+        if increment.rows == 0:
             for result in results:  # only compactions: nothing to count, the position moves on in memory
-                result.position = increment.snapshot_id
+                result.position = increment.end
             return 0
         began = time.monotonic()
-        through_ms = increment.through_ms
-        for result in results:
-            result.add(increment.rows, increment.snapshot_id, through_ms)
-        self._committed(increment.rows.num_rows, through_ms)
-        log.info("aggregate: %d click rows up to snapshot %d merged in %.2fs", increment.rows.num_rows,
-                 increment.snapshot_id, time.monotonic() - began)
-        return increment.rows.num_rows
+        rows = self._increment_rows(increment)
+        self._each(results, lambda result: result.write(ru.added_to(result.rows(), rows, result.rollup), increment.end,
+                                                        increment.through_ms))
+        self._committed(increment.rows, increment.through_ms)
+        log.info("aggregate: %d click rows up to snapshot %d merged in %.2fs", increment.rows, increment.end,
+                 time.monotonic() - began)
+        return increment.rows
+
+    @staticmethod
+    def _each(results: list[ResultTable], write: Callable[[ResultTable], None]) -> None:
+        """``write`` every result table at once: each is a Spark job and a commit of its own, and side by side
+        a batch takes as long as the slower one, not the sum (threads that keep the job's scheduler pool)."""
+        errors: list[BaseException] = []
+
+        def run(result: ResultTable) -> None:
+            try:
+                write(result)
+            except BaseException as exc:  # noqa: BLE001 - raised below, in the batch's thread
+                errors.append(exc)
+
+        threads = [InheritableThread(target=run, args=(r,), name=f"aggregate-{r.rollup.table}") for r in results]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
 
     def _committed(self, rows: int, through_ms: int | None) -> None:
         now = time.time()
@@ -194,7 +220,7 @@ class LiveAggregates:
         except PositionLostError as exc:
             raise FatalError(f"{exc}; start later (--from-timestamp) or from the whole table (no start)") from None
         for result in results:
-            result.replace({}, position, None)
+            result.write(result.rows().limit(0), position, None)
         log.info("aggregate: counting clicks committed from %d on (after snapshot %d)", self.from_timestamp_ms,
                  position)
 
@@ -211,19 +237,15 @@ class LiveAggregates:
     def _backfill(self, clicks, results: list[ResultTable]) -> None:
         """Replace each result table's content by the totals of the click table's current snapshot."""
         current = clicks.current_snapshot()
-        totals: list[dict[ru.Key, ru.Totals]] = [{} for _ in results]
-        rows, through_ms = 0, None
-        if current is not None:
-            now = dt.datetime.now(dt.timezone.utc)
-            scan = clicks.scan(snapshot_id=current.snapshot_id, selected_fields=ru.SOURCE_COLUMNS)
-            for batch in scan.to_arrow_batch_reader():  # the table's size in files, never in memory at once
-                part = pa.Table.from_batches([batch])
-                for result, into in zip(results, totals, strict=True):
-                    ru.add_rows(into, part, result.rollup, now)
-                rows += part.num_rows
-                newest = newest_ingest_ms(part)
-                through_ms = max(filter(None, (through_ms, newest)), default=None)
-        position = current.snapshot_id if current is not None else FROM_THE_START
-        for result, into in zip(results, totals, strict=True):
-            result.replace(into, position, through_ms)
-        self._committed(rows, through_ms)
+        if current is None:
+            for result in results:
+                result.write(result.rows().limit(0), FROM_THE_START, None)
+            return
+        rows = self._increment_rows(Increment(FROM_THE_START, current.snapshot_id, 0, None))
+        # one small Spark job for what the manifests of every snapshot would otherwise be read for
+        seen = rows.agg(F.count(F.lit(1)).alias("n"), F.max("ingest_time").alias("t")).first()
+        assert seen is not None  # a global aggregate has one row
+        through_ms = int(seen.t.timestamp() * 1000) if seen.t is not None else None
+        self._each(results, lambda result: result.write(ru.totals(ru.partial_totals(rows, result.rollup), result.rollup),
+                                                        current.snapshot_id, through_ms))
+        self._committed(seen.n, through_ms)

@@ -1,18 +1,18 @@
-"""The live aggregates: which click columns each groups by, and how click rows add to the totals.
+"""The live aggregates: which click columns each groups by, and how click rows add to the totals, in Spark.
 
 A rollup keeps one row per key: views and ``expendTime`` add up, the users' HyperLogLog
-sketch takes each ``uid``, the last event time moves forward. The sketches are Apache
-DataSketches HLL sketches serialized the way Spark's ``hll_sketch_agg`` writes them (HLL_8,
-updatable), so Spark's ``hll_union``/``hll_sketch_estimate`` read the stored column as before.
+sketch takes each ``uid``, the last event time moves forward. New rows are aggregated per key
+in Spark tasks (``partial_totals``) and merged with the table's rows there: sums add, the
+sketches union (Spark's ``hll_sketch_agg``/``hll_union_agg``, Apache DataSketches HLL_8), so a
+key's row is the same whichever batches its clicks arrived in.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import pyarrow as pa
-from datasketches import hll_sketch, tgt_hll_type
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from lakehouse.settings import Settings
 
@@ -27,8 +27,6 @@ HLL_LG_K = 12
 #: the click columns the rollups read
 SOURCE_COLUMNS = ("productId", "name", "product_price", "member_level", "uid", "expendTime", "event_time",
                   "ingest_time")
-
-Key = tuple
 
 
 @dataclass(frozen=True)
@@ -46,64 +44,33 @@ def rollups(settings: Settings) -> list[Rollup]:
     ]
 
 
-def _new_sketch() -> hll_sketch:
-    return hll_sketch(HLL_LG_K, tgt_hll_type.HLL_8)
+def partial_totals(clicks: DataFrame, rollup: Rollup) -> DataFrame:
+    """One row per key of ``clicks`` (with ``SOURCE_COLUMNS``): the measures those rows add.
+
+    A null key is a key too (one row for all nulls); a null ``uid`` is no user, as
+    ``hll_sketch_agg`` takes it.
+    """
+    return (clicks.groupBy(*rollup.keys)
+            .agg(F.count(F.lit(1)).alias("views"),
+                 F.hll_sketch_agg("uid", HLL_LG_K).alias("users_sketch"),
+                 F.coalesce(F.sum("expendTime"), F.lit(0)).cast("bigint").alias("expend_time_total"),
+                 F.max("event_time").alias("last_event_time"))
+            .withColumn("updated_at", F.current_timestamp()))
 
 
-@dataclass
-class Totals:
-    """One result row's measures."""
-
-    views: int = 0
-    sketch: hll_sketch = field(default_factory=_new_sketch)
-    expend_time_total: int = 0
-    last_event_time: dt.datetime | None = None
-    updated_at: dt.datetime | None = None
-
-
-def add_rows(totals: dict[Key, Totals], rows: pa.Table, rollup: Rollup, now: dt.datetime) -> None:
-    """Add click ``rows`` (with ``SOURCE_COLUMNS``) to ``totals``, in place; a row of nulls counts as a key too."""
-    if rows.num_rows == 0:
-        return
-    keys = list(rollup.keys)
-    grouped = rows.select([*keys, "uid", "expendTime", "event_time"]).group_by(keys, use_threads=False).aggregate(
-        [("uid", "list"), ("expendTime", "sum"), ("event_time", "max"), ([], "count_all")])
-    key_values = zip(*(grouped.column(k).to_pylist() for k in keys), strict=True)
-    for key, uids, expend, last, views in zip(key_values, grouped.column("uid_list").to_pylist(),
-                                               grouped.column("expendTime_sum").to_pylist(),
-                                               grouped.column("event_time_max").to_pylist(),
-                                               grouped.column("count_all").to_pylist(), strict=True):
-        entry = totals.setdefault(key, Totals())
-        entry.views += views
-        for uid in uids:
-            if uid is not None:  # as hll_sketch_agg: a null uid is no user
-                entry.sketch.update(uid)
-        entry.expend_time_total += expend or 0
-        if last is not None and (entry.last_event_time is None or last > entry.last_event_time):
-            entry.last_event_time = last
-        entry.updated_at = now
+def totals(partials: DataFrame, rollup: Rollup) -> DataFrame:
+    """The result table's rows from partial totals (the table's own rows among them): one row per key."""
+    merged = partials.groupBy(*rollup.keys).agg(
+        F.sum("views").alias("views"),
+        F.hll_union_agg("users_sketch").alias("users_sketch"),
+        F.sum("expend_time_total").alias("expend_time_total"),
+        F.max("last_event_time").alias("last_event_time"),
+        F.max("updated_at").alias("updated_at"))  # a key this batch did not touch keeps its time
+    return merged.select(*rollup.keys, "views", F.hll_sketch_estimate("users_sketch").alias("unique_users"),
+                         "users_sketch", "expend_time_total", "last_event_time", "updated_at")
 
 
-def to_arrow(totals: dict[Key, Totals], rollup: Rollup, schema: pa.Schema) -> pa.Table:
-    """The result table's rows (``schema``: the table's, as Arrow)."""
-    items = list(totals.items())
-    columns: dict[str, list] = {k: [key[i] for key, _ in items] for i, k in enumerate(rollup.keys)}
-    columns.update(
-        views=[t.views for _, t in items],
-        # as Spark's hll_sketch_estimate: the estimate rounded half up
-        unique_users=[int(t.sketch.get_estimate() + 0.5) for _, t in items],
-        users_sketch=[t.sketch.serialize_updatable() for _, t in items],
-        expend_time_total=[t.expend_time_total for _, t in items],
-        last_event_time=[t.last_event_time for _, t in items],
-        updated_at=[t.updated_at for _, t in items])
-    return pa.Table.from_pydict({f.name: columns[f.name] for f in schema}, schema=schema)
-
-
-def from_arrow(rows: pa.Table, rollup: Rollup) -> dict[Key, Totals]:
-    """The totals a result table holds."""
-    totals: dict[Key, Totals] = {}
-    for row in rows.to_pylist():
-        sketch = hll_sketch.deserialize(row["users_sketch"]) if row["users_sketch"] else _new_sketch()
-        totals[tuple(row[k] for k in rollup.keys)] = Totals(
-            row["views"] or 0, sketch, row["expend_time_total"] or 0, row["last_event_time"], row["updated_at"])
-    return totals
+def added_to(current: DataFrame, clicks: DataFrame, rollup: Rollup) -> DataFrame:
+    """``current`` (the result table's rows) with ``clicks`` added: the next content of the table."""
+    columns = [*rollup.keys, "views", "users_sketch", "expend_time_total", "last_event_time", "updated_at"]
+    return totals(current.select(*columns).unionByName(partial_totals(clicks, rollup).select(*columns)), rollup)

@@ -45,7 +45,7 @@ def lake(settings, spark):
     members = [(f"u{i}", f"member {i}", "{}", i % 4, dt.datetime(2026, 11, 20)) for i in range(1, 41)]
     spark.createDataFrame(members, spark.table(cat.members_table).schema).writeTo(cat.members_table).append()
 
-    LiveAggregates(None, s).run_once()  # no progress yet: the totals of the whole click table
+    LiveAggregates(spark, s).run_once()  # no progress yet: the totals of the whole click table
     build_day(spark, s, today)
     build_day(spark, s, today - dt.timedelta(1))
 

@@ -68,12 +68,12 @@ def test_expired_position_rebuilds_the_aggregates_exactly(spark, agg_settings):
 def test_a_restart_counts_nothing_twice_and_spark_reads_the_sketches(spark, agg_settings):
     rng = random.Random(5)
     append_clicks(spark, agg_settings, click_rows(50, rng))
-    first = LiveAggregates(None, agg_settings)
+    first = LiveAggregates(spark, agg_settings)
     assert first.run_once() > 0  # no progress yet: the backfill
     append_clicks(spark, agg_settings, click_rows(50, rng))
     assert first.run_once() == 50  # the new append, read from the files it added
     assert first.run_once() == 0
-    restarted = LiveAggregates(None, agg_settings)  # as after a kill: the position comes from the result tables
+    restarted = LiveAggregates(spark, agg_settings)  # as after a kill: the position comes from the result tables
     assert restarted.run_once() == 0
     cat = agg_settings.catalog
     assert spark.table(cat.product_views_table).groupBy().sum("views").first()[0] == 100
