@@ -28,7 +28,8 @@ def test_the_latest_run_is_quoted_with_its_goal_and_the_range_since_the_design_c
     p95 = next(line for line in block.splitlines() if "freshness p95" in line and "clicks" in line)
     assert "3.20 s (2026-11-28, ccc0003)" in p95, "the latest run, not the best"
     assert "≤ 3 s: **not met**" in p95, "a missed goal is said beside the figure"
-    assert "1.40-3.20 s (3 runs: aaa0001, bbb0002, ccc0003)" in p95, "the range leaves out the run before"
+    assert "1.40-3.20 s (3 runs since c0ffee0, a test design: aaa0001, bbb0002, ccc0003)" in p95, \
+        "the range leaves out the run before"
     sustained = next(line for line in block.splitlines() if "CDC at 1,000 changes/s: sustained" in line)
     assert "1,012 changes/s" in sustained and "met" in sustained
     assert "not measured since c0ffee0" in next(line for line in block.splitlines() if "headroom" in line)
