@@ -16,6 +16,8 @@ import re
 import sys
 from pathlib import Path
 
+from lab.headline import stale
+
 ROOT = Path(__file__).resolve().parent.parent
 TOP = ("pipeline", "lakehouse", "cli", "lab", "loadgen", "queries", "deploy", "docs", "tests", "k8s", ".ci")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
@@ -57,8 +59,6 @@ def problems(root: Path = ROOT) -> list[str]:
 
 
 def main() -> int:
-    from lab.headline import stale
-
     found = problems()
     for line in found:
         print(f"docs quote a path that does not exist: {line}", file=sys.stderr)
