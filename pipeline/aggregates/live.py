@@ -101,12 +101,16 @@ class LiveAggregates:
         self.tables = [r.table for r in self.rollups]
         self.from_timestamp_ms = from_timestamp_ms
         self.catalog = pyiceberg_catalog(settings)
+        # a catalog (metastore client) a result table: the tables are written and read back by threads side by
+        # side, and a client opens and closes its connection around each call (two threads sharing one failed
+        # a batch now and then: 'NoneType' object has no attribute 'recv')
+        self._catalogs = [pyiceberg_catalog(settings) for _ in self.rollups]
         ensure_aggregate_tables(settings, self.catalog)
         self.rebuilds = 0
         self.recover()
 
     def recover(self) -> None:
-        self.results = [ResultTable(self.spark, self.catalog, r) for r in self.rollups]
+        self.results = [ResultTable(self.spark, catalog, r) for catalog, r in zip(self._catalogs, self.rollups, strict=True)]
         self.clicks = None
 
     def close(self) -> None:
