@@ -24,6 +24,7 @@ from deploy.local.services.mariadb import connect, create_source_database
 from lab.bench.freshness import first_visible, quantiles
 from lab.bench.ingest import commit_rate
 from lab.bench.scratch import discard
+from lab.peers.cdc_merge import MergeApplyJob
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
@@ -119,20 +120,24 @@ def start_capture(s: Settings, log_path: Path) -> subprocess.Popen:
     return start_job_process(s, "cdc", log_path)
 
 
-def start_job_process(s: Settings, job: str, log_path: Path, port: int | None = None) -> subprocess.Popen:
+def start_job_process(s: Settings, job: str, log_path: Path, port: int | None = None,
+                      module: str | None = None) -> subprocess.Popen:
     """`lakehouse run <job>` as a process of its own, with ``s`` and its metrics on ``port`` (default: a free
-    one, beside a running stack's)."""
+    one, beside a running stack's); ``module``: `python -m <module>` in its place (a peer of the job)."""
     port_setting = {"cdc": "CDC_PORT", "dims": "PIPELINE_PORT", "clicks": "PIPELINE_PORT", "clicks-arrow": "PIPELINE_PORT",
                    "aggregate": "AGGREGATE_PORT"}[job]
     env = {**os.environ, **settings_env(s, with_secrets=True),
            f"LAKEHOUSE_METRICS__{port_setting}": str(port or free_port(s.metrics.host))}
     with log_path.open("ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "cli.main", "run", job, "--log-level", "info"],
+        command = ["-m", module] if module else ["-m", "cli.main", "run", job, "--log-level", "info"]
+        return subprocess.Popen([sys.executable, *command],
                                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def run(settings: Settings, rate: float, duration: float, progress=print, keep: bool = False) -> CdcBenchResult:
-    """The run on a database, topics and tables of its own, removed at the end unless ``keep``."""
+def run(settings: Settings, rate: float, duration: float, progress=print, keep: bool = False,
+        apply: str = "pipeline") -> CdcBenchResult:
+    """The run on a database, topics and tables of its own, removed at the end unless ``keep``; ``apply``:
+    "pipeline" (the CDC apply job) or "merge-peer" (``lab.peers.cdc_merge``)."""
     s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"))
     create_source_database(s, s.mariadb.database)
     Broker(s).bootstrap()
@@ -147,7 +152,7 @@ def run(settings: Settings, rate: float, duration: float, progress=print, keep: 
                 raise LakehouseError(f"the capture did not start; its log: {log_path}")
             time.sleep(0.2)
         spark = build_session(s, "lakehouse-bench-cdc")
-        job = DimensionApplyJob(spark, s)
+        job = MergeApplyJob(spark, s) if apply == "merge-peer" else DimensionApplyJob(spark, s)
         loop = threading.Thread(target=run_loop, args=(job, s.pipeline.dims_trigger_seconds, stop), daemon=True)
         loop.start()
         # The first MERGEs load and compile most of Spark's and Iceberg's code (15 s each, measured):

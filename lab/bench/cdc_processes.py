@@ -20,8 +20,9 @@ from lakehouse.settings import Settings
 class CdcProcesses:
     """The capture and the apply job as processes of their own, which a chaos run kills with SIGKILL and restarts."""
 
-    def __init__(self, s: Settings, tag: str):
-        self.s, self.logs = s, s.run_dir / "logs"
+    def __init__(self, s: Settings, tag: str, apply: str = "pipeline"):
+        """``apply``: "pipeline" runs `lakehouse run dims`; "merge-peer" the MERGE INTO peer (lab/peers/cdc_merge.py)."""
+        self.s, self.logs, self.apply = s, s.run_dir / "logs", apply
         self.logs.mkdir(parents=True, exist_ok=True)
         self.tag = tag
         self.ports: dict[str, int] = {}
@@ -30,7 +31,10 @@ class CdcProcesses:
 
     def _start(self, name: str) -> subprocess.Popen:
         self.ports[name] = free_port(self.s.metrics.host)
-        return start_job_process(self.s, name, self.logs / f"bench-cdc-scale-{name}-{self.tag}.log", self.ports[name])
+        log = self.logs / f"bench-cdc-scale-{name}-{self.tag}.log"
+        if name == "dims" and self.apply == "merge-peer":
+            return start_job_process(self.s, name, log, self.ports[name], module="lab.peers.cdc_merge")
+        return start_job_process(self.s, name, log, self.ports[name])
 
     def applied(self) -> int | None:
         """The member topic's offset the apply job reports committed (its /metrics), or None before it reports.

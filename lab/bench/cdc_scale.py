@@ -226,7 +226,8 @@ def _note_bytes_added(table, since_ms: int, added: dict[int, int]) -> None:
 
 
 def run(settings: Settings, members: int, rate: float, duration: float, progress=print,
-        engines: tuple[str, ...] = ("duckdb", "spark", "trino"), chaos: bool = False, keep: bool = False) -> ScaleResult:
+        engines: tuple[str, ...] = ("duckdb", "spark", "trino"), chaos: bool = False, keep: bool = False,
+        apply: str = "pipeline") -> ScaleResult:
     """The whole benchmark (module docstring); ``chaos``: kill -9 the capture and the apply job, each once
     during the snapshot and once during the changes, restarting them; the readers must still agree."""
     s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"))
@@ -237,7 +238,7 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
     progress(f"loaded {members:,} members in {loaded.seconds:.1f}s ({loaded.rows_per_s:,.0f} rows/s)")
     Broker(s).bootstrap()
     began = time.monotonic()
-    processes = CdcProcesses(s, s.mariadb.database)
+    processes = CdcProcesses(s, s.mariadb.database, apply)
     writer = MemberChanges(s, members)
     try:
         peaks = PeakRss(lambda: {name: tree_pids(pid) for name, pid in processes.pids().items()})

@@ -198,6 +198,9 @@ def cdc(
                                              "reader must still equal MariaDB.")] = False,
     keep: Annotated[bool, typer.Option(help="Keep the run's own topic(s), tables (and database) afterwards, to look "
                                             "at them; by default they are removed once the figures are read.")] = False,
+    apply: Annotated[str, typer.Option(help="What applies the changes: 'pipeline' (`lakehouse run dims`) or "
+                                            "'merge-peer' (Iceberg's standard Spark path, MERGE INTO each batch: "
+                                            "lab/peers/cdc_merge.py).")] = "pipeline",
 ) -> None:
     """Sustained changes/s and apply freshness p50/p95 (database commit -> visible in Iceberg).
 
@@ -207,10 +210,12 @@ def cdc(
     Example: lakehouse bench cdc --rate 1000 --duration 300 --members 10000000
     """
     settings = stack_settings_or_exit(*CLICK_STACK, "mariadb")
+    if apply not in ("pipeline", "merge-peer"):
+        raise typer.BadParameter(f"'pipeline' or 'merge-peer', got {apply!r}", param_hint="--apply")
     if members:
         from lab.commands.bench_cdc import cdc_at_scale  # deferred: the at-scale run pulls in DuckDB, Spark, Trino
 
-        cdc_at_scale(settings, rate, duration, members, tuple(e for e in engines.split(",") if e), chaos, keep)
+        cdc_at_scale(settings, rate, duration, members, tuple(e for e in engines.split(",") if e), chaos, keep, apply)
         return
     from lab.bench.cdc import run
     from pipeline.metrics import serve
@@ -218,8 +223,9 @@ def cdc(
     began = time.monotonic()
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)  # so Prometheus sees the run
-        result = run(settings, rate, duration, progress=console.log, keep=keep)
-    print_figures(f"CDC benchmark: {rate:,.0f} changes/s for {duration:.0f}s", [
+        result = run(settings, rate, duration, progress=console.log, keep=keep, apply=apply)
+    print_figures(f"CDC benchmark{' (the MERGE INTO peer)' if apply == 'merge-peer' else ''}: {rate:,.0f} changes/s "
+                  f"for {duration:.0f}s", [
         ("changes written", f"{result.changes:,}"),
         ("sustained changes/s (applied while the load ran)", f"{result.sustained_cps:,.0f}"),
         ("until the last change was applied (s)", f"{result.applied_s:.1f}"),

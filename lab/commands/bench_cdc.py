@@ -8,13 +8,15 @@ from cli.common import console, friendly_errors, print_figures
 
 
 def cdc_at_scale(settings, rate: float, duration: float, members: int, engines: tuple[str, ...],
-                  chaos: bool, keep: bool = False) -> None:
+                  chaos: bool, keep: bool = False, apply: str = "pipeline") -> None:
     from lab.bench.cdc_scale import run
 
     with friendly_errors():
-        r = run(settings, members, rate, duration, progress=console.log, engines=engines, chaos=chaos, keep=keep)
+        r = run(settings, members, rate, duration, progress=console.log, engines=engines, chaos=chaos, keep=keep,
+                apply=apply)
     same = {name: fp == r.fingerprints["mariadb"] for name, fp in r.fingerprints.items() if name != "mariadb"}
-    print_figures(f"CDC at scale: {members:,} members, {rate:,.0f} changes/s for {duration:.0f}s", [
+    print_figures(f"CDC at scale{' (the MERGE INTO peer)' if apply == 'merge-peer' else ''}: {members:,} members, "
+                  f"{rate:,.0f} changes/s for {duration:.0f}s", [
         ("load into MariaDB (rows/s)", f"{r.load_rows_per_s:,.0f}"),
         ("initial snapshot, capture start -> last row committed (rows/s)", f"{r.snapshot_rows_per_s:,.0f}"),
         ("peak RSS during the snapshot: capture / apply (MiB)",
