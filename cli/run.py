@@ -27,7 +27,9 @@ def _service(log_level: str, port_of) -> tuple:
 
     _logging(log_level)
     settings = settings_or_exit()
-    serve(settings.metrics.host, port_of(settings.metrics))
+    port = port_of(settings.metrics)
+    field = next((name for name, value in settings.metrics.model_dump().items() if value == port), "pipeline_port")
+    serve(settings.metrics.host, port, f"LAKEHOUSE_METRICS__{field.upper()}")
     stop = threading.Event()
     install_stop_handlers(stop)
     return settings, stop

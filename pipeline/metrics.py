@@ -48,6 +48,9 @@ DIMENSION_APPLY_LAG = Gauge("lakehouse_cdc_apply_lag_seconds",
                             "Commit time minus the oldest source timestamp in the last applied batch.", ["table"])
 AGGREGATE_DELAY = Gauge("lakehouse_aggregate_delay_seconds",
                         "Live aggregates: result commit time minus the newest source commit (ingest_time) merged.")
+AGGREGATE_STATE_ROWS = Gauge("lakehouse_aggregate_state_rows",
+                             "Live aggregates: rows each result table holds after its last commit (the job's state).",
+                             ["table"])
 AGGREGATE_REBUILDS = Counter("lakehouse_aggregate_rebuilds_total",
                              "Times the live aggregates were recomputed because their position was expired.")
 STALE_LOCKS_RELEASED = Counter("lakehouse_metastore_stale_locks_released_total",
@@ -167,8 +170,10 @@ def _app(metrics_app):
     return app
 
 
-def serve(host: str, port: int) -> None:
+def serve(host: str, port: int, variable: str = "LAKEHOUSE_METRICS__PIPELINE_PORT") -> None:
     """Expose /metrics and /ready once per process (jobs sharing a driver share the endpoint).
+
+    ``variable``: the setting that chooses ``port``, named in the error when the port is taken.
 
     ``/ready`` answers 200 only once each component of the process has worked and while none
     fails (``set_ready``): an orchestrator's readiness probe then means "it works", not "it started".
@@ -181,7 +186,7 @@ def serve(host: str, port: int) -> None:
         except OSError as exc:
             raise LakehouseError(
                 f"cannot serve metrics on {host}:{port} ({exc.strerror}); another job may hold it: "
-                "set LAKEHOUSE_METRICS__PIPELINE_PORT"
+                f"set {variable} to a free port"
             ) from exc
         threading.Thread(target=server.serve_forever, name=f"metrics-{port}", daemon=True).start()
         _served.add(port)

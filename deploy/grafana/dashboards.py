@@ -63,6 +63,9 @@ DASHBOARDS: dict[str, tuple[str, list[PanelSpec]]] = {
         PanelSpec("Batches by outcome", "ops", (
             q("sum by (pipeline, outcome) (rate(lakehouse_pipeline_batches_total[1m]))", "{{pipeline}} {{outcome}}"),)),
         PanelSpec("Live aggregates delay", "s", (q("lakehouse_aggregate_delay_seconds", "aggregates"),)),
+        PanelSpec("Live aggregates: click rows in, rows held", "short", (
+            q('sum(rate(lakehouse_pipeline_rows_total{pipeline="aggregate",stage="in"}[1m]))', "click rows in/s"),
+            q("lakehouse_aggregate_state_rows", "held: {{table}}"))),
         PanelSpec("Stale metastore locks freed", "short", (
             q("sum by (table) (increase(lakehouse_metastore_stale_locks_released_total[15m]))", "{{table}}"),)),
     ]),

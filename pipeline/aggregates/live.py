@@ -68,6 +68,9 @@ class ResultTable:
         self.position: int | None = int(recorded) if recorded is not None else None
         current = table.current_snapshot()
         self.snapshot_id: int | None = current.snapshot_id if current is not None else None
+        held = current.summary.additional_properties.get("total-records") if current and current.summary else None
+        if held is not None:  # the job's state: what the result table holds, from its commit's summary
+            metrics.AGGREGATE_STATE_ROWS.labels(self.rollup.table).set(int(held))
 
     def rows(self) -> DataFrame:
         """The table's rows at the snapshot its position was read from."""
@@ -155,6 +158,7 @@ class LiveAggregates:
             return 0
         metrics.BATCHES.labels(self.name, "committed").inc()
         metrics.BATCH_SECONDS.labels(self.name).observe(time.monotonic() - began)
+        metrics.BATCH_ROWS.labels(self.name).observe(added)
         return added
 
     def _increment_rows(self, increment: Increment) -> DataFrame:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import random
 from decimal import Decimal
 
-import pytest
-
 from pipeline.aggregates import rollups as ru
 from pipeline.aggregates.live import LiveAggregates
 from tests.support.aggregates import (
@@ -17,17 +15,6 @@ from tests.support.aggregates import (
     matches,
     wait_until,
 )
-
-
-@pytest.fixture
-def agg_settings(click_settings, tmp_path):
-    s = click_settings.model_copy(deep=True)
-    suffix = s.catalog.clicks_table.rsplit("_", 1)[1]
-    s.catalog.product_views_table = f"ads_test.product_views_{suffix}"
-    s.catalog.member_activity_table = f"ads_test.member_activity_{suffix}"
-    s.catalog.daily_users_table = f"ads_test.daily_users_{suffix}"
-    s.pipeline.aggregate_trigger_seconds = 0.5
-    return s
 
 
 def test_aggregates_follow_appends_price_changes_and_compaction(spark, agg_settings):
