@@ -41,7 +41,8 @@ def test_ci_faults_lose_and_duplicate_nothing(tmp_path):
         assert row["recovery_s"], f"{row['fault']} did not recover"
         assert int(row["lost"]) == 0 and int(row["duplicated"]) == 0, row
     disk = next(r for r in rows if r["fault"] == catalog()["disk-full"].title)
-    if os.geteuid() == 0:
-        assert "writers paused with a clear message" in disk["note"], disk
+    if disk["note"].startswith("skipped"):  # no disk of its own to fill: say so, do not pass
+        pytest.fail(f"the disk-full fault did not run: {disk['note']}")
+    assert "writers paused with a clear message" in disk["note"], disk
     assert "dimensions equal to MariaDB: True" in done.stderr
     assert "skewed-clock events dead-lettered 50/50" in done.stderr
