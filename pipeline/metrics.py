@@ -116,6 +116,27 @@ _server_lock = threading.Lock()
 _served: set[int] = set()
 
 
+# --- the binlog capture (pipeline/cdc/capture.py, pipeline/cdc/ddl.py) ---
+CDC_EVENTS = Counter("lakehouse_cdc_events_total", "Change events published, by table and op.", ["table", "op"])
+CDC_SOURCE_LAG = Gauge("lakehouse_cdc_source_lag_seconds", "Now minus the source timestamp of the last change read.")
+CDC_POSITION = Gauge("lakehouse_cdc_binlog_position_bytes", "Binlog position of the last checkpoint.", ["file"])
+CDC_CHECKPOINTS = Counter("lakehouse_cdc_checkpoints_total", "Source positions made durable.")
+CDC_SCHEMA_CHANGES = Counter("lakehouse_cdc_schema_changes_total",
+                             "Schema changes of captured tables, by table and what the lake does with them.",
+                             ["table", "follow"])
+
+# --- the freshness probe (queries/freshness_probe.py): what a reader of each table sees ---
+TABLE_COMMIT_AGE = Gauge("lakehouse_table_commit_age_seconds", "Now minus the commit time of the current snapshot.",
+                         ["table"])
+TABLE_SNAPSHOTS = Gauge("lakehouse_table_snapshots", "Snapshots in the table metadata.", ["table"])
+TABLE_DATA_FILES = Gauge("lakehouse_table_data_files", "Live data files in the current snapshot.", ["table"])
+TABLE_DELETE_FILES = Gauge("lakehouse_table_delete_files", "Live delete files (position + equality).", ["table"])
+TABLE_RECORDS = Gauge("lakehouse_table_records", "Records in the current snapshot (before deletes).", ["table"])
+TABLE_MAX_EVENT_TIME = Gauge("lakehouse_table_max_event_timestamp_seconds",
+                             "Newest event_time in the data files the current snapshot added (Unix seconds).", ["table"])
+PROBE_ERRORS = Counter("lakehouse_probe_errors_total", "Probe rounds that could not read a table.", ["table"])
+
+
 def window_quantile(buckets: tuple[float, ...], before: list[int], after: list[int], q: float) -> float:
     """The q-quantile of what a histogram counted between two ``counts()`` reads.
 

@@ -14,25 +14,16 @@ import threading
 import time
 from dataclasses import dataclass
 
-from prometheus_client import Counter, Gauge
 from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import ManifestEntryStatus
 
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
+from pipeline import metrics
 from queries.library import table_roles
 
 log = logging.getLogger(__name__)
 
-COMMIT_AGE = Gauge("lakehouse_table_commit_age_seconds", "Now minus the commit time of the current snapshot.",
-                   ["table"])
-SNAPSHOTS = Gauge("lakehouse_table_snapshots", "Snapshots in the table metadata.", ["table"])
-DATA_FILES = Gauge("lakehouse_table_data_files", "Live data files in the current snapshot.", ["table"])
-DELETE_FILES = Gauge("lakehouse_table_delete_files", "Live delete files (position + equality).", ["table"])
-RECORDS = Gauge("lakehouse_table_records", "Records in the current snapshot (before deletes).", ["table"])
-MAX_EVENT_TIME = Gauge("lakehouse_table_max_event_timestamp_seconds",
-                       "Newest event_time in the data files the current snapshot added (Unix seconds).", ["table"])
-PROBE_ERRORS = Counter("lakehouse_probe_errors_total", "Probe rounds that could not read a table.", ["table"])
 
 EVENT_TIME_COLUMN = "event_time"
 
@@ -99,18 +90,18 @@ def probe_once(settings: Settings, catalog=None) -> list[TableView]:
         try:
             view = look(catalog, name)
         except Exception as exc:  # noqa: BLE001 - one unreadable table must not blind the others
-            PROBE_ERRORS.labels(name).inc()
+            metrics.PROBE_ERRORS.labels(name).inc()
             log.warning("probe: cannot read %s: %s", name, exc)
             continue
         if view is None:
             continue
-        COMMIT_AGE.labels(name).set(view.commit_age_seconds)
-        SNAPSHOTS.labels(name).set(view.snapshots)
-        DATA_FILES.labels(name).set(view.data_files)
-        DELETE_FILES.labels(name).set(view.delete_files)
-        RECORDS.labels(name).set(view.records)
+        metrics.TABLE_COMMIT_AGE.labels(name).set(view.commit_age_seconds)
+        metrics.TABLE_SNAPSHOTS.labels(name).set(view.snapshots)
+        metrics.TABLE_DATA_FILES.labels(name).set(view.data_files)
+        metrics.TABLE_DELETE_FILES.labels(name).set(view.delete_files)
+        metrics.TABLE_RECORDS.labels(name).set(view.records)
         if view.max_event_time is not None:
-            MAX_EVENT_TIME.labels(name).set(view.max_event_time)
+            metrics.TABLE_MAX_EVENT_TIME.labels(name).set(view.max_event_time)
         views.append(view)
     return views
 

@@ -26,7 +26,6 @@ from typing import Any
 
 import pymysql
 from confluent_kafka import Producer
-from prometheus_client import Counter, Gauge
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
     GtidEvent,
@@ -51,10 +50,6 @@ from pipeline.cdc.snapshot_read import Image, open_consistent_read, server_image
 
 log = logging.getLogger(__name__)
 
-EVENTS = Counter("lakehouse_cdc_events_total", "Change events published, by table and op.", ["table", "op"])
-SOURCE_LAG = Gauge("lakehouse_cdc_source_lag_seconds", "Now minus the source timestamp of the last change read.")
-POSITION = Gauge("lakehouse_cdc_binlog_position_bytes", "Binlog position of the last checkpoint.", ["file"])
-CHECKPOINTS = Counter("lakehouse_cdc_checkpoints_total", "Source positions made durable.")
 
 
 class PositionLost(FatalError):
@@ -112,8 +107,8 @@ class Capture:
         self.producer = self._new_producer()
         self.failures: list = []
         self._published = 0
-        self._counted: dict[tuple[str, str], Any] = {}  # EVENTS children: labels() per row was 4 % of a snapshot
-        self._uncounted: dict[tuple[str, str], int] = {}  # published, not yet added to EVENTS
+        self._counted: dict[tuple[str, str], Any] = {}  # CDC_EVENTS children: labels() per row was 4 % of a snapshot
+        self._uncounted: dict[tuple[str, str], int] = {}  # published, not yet added to CDC_EVENTS
         self._topics: dict[str, str] = {}
         self.accept_ddl = accept_ddl
         with connect(settings) as conn, conn.cursor() as cur:
@@ -182,7 +177,7 @@ class Capture:
         for (table, op), n in self._uncounted.items():
             counter = self._counted.get((table, op))
             if counter is None:
-                counter = self._counted[(table, op)] = EVENTS.labels(table, op)
+                counter = self._counted[(table, op)] = metrics.CDC_EVENTS.labels(table, op)
             counter.inc(n)
         self._uncounted.clear()
 
@@ -194,8 +189,8 @@ class Capture:
         self.producer.produce(self.settings.cdc_position_topic, json.dumps(position).encode())
         if self.producer.flush(60):
             raise BrokerUnacknowledged("Kafka did not acknowledge the checkpoint")
-        POSITION.labels(position["file"]).set(position["pos"])
-        CHECKPOINTS.inc()
+        metrics.CDC_POSITION.labels(position["file"]).set(position["pos"])
+        metrics.CDC_CHECKPOINTS.inc()
 
     # -- snapshot -------------------------------------------------------------------------
     def snapshot(self) -> dict:
@@ -305,7 +300,7 @@ class Capture:
 
     def _publish_rows(self, event, file: str, gtid: str | None, order: int) -> int:
         ts_ms = int(event.timestamp * 1000)
-        SOURCE_LAG.set(max(0.0, time.time() - event.timestamp))
+        metrics.CDC_SOURCE_LAG.set(max(0.0, time.time() - event.timestamp))
         for i, row in enumerate(event.rows):
             if isinstance(event, WriteRowsEvent):
                 op, before, after = "c", None, row["values"]

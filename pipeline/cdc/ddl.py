@@ -23,17 +23,12 @@ import logging
 import re
 import time
 
-from prometheus_client import Counter
-
 from lakehouse.errors import FatalError
+from pipeline import metrics
 from pipeline.cdc.schema_history import SchemaRecord
 from pipeline.cdc.source_schema import Follow, SourceSchema, classify, read_source_schema
 
 log = logging.getLogger(__name__)
-
-SCHEMA_CHANGES = Counter("lakehouse_cdc_schema_changes_total",
-                         "Schema changes of captured tables, by table and what the lake does with them.",
-                         ["table", "follow"])
 
 _DDL = re.compile(r"\b(ALTER|DROP|RENAME|TRUNCATE)\s+TABLE\s+(IF\s+EXISTS\s+)?(`?(?P<db>\w+)`?\.)?`?(?P<table>\w+)`?",
                   re.IGNORECASE)
@@ -78,7 +73,7 @@ class DdlFollower:
         self.publish(SchemaRecord(after, file, pos, "ddl", text, int(time.time() * 1000)))
         self.schemas[table] = after
         for change in changes:
-            SCHEMA_CHANGES.labels(table, change.follow.value).inc()
+            metrics.CDC_SCHEMA_CHANGES.labels(table, change.follow.value).inc()
             log.warning("schema change on %s.%s (%s): %s", self.database, table, change.follow.value, change)
         if not changes:
             log.info("DDL on %s.%s changes no column: %s", self.database, table, text)

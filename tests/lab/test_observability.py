@@ -9,7 +9,8 @@ import requests
 
 from lab.report import collect, rate_window, write_report
 from pipeline import metrics
-from queries.freshness_probe import COMMIT_AGE, probe_once
+from pipeline.metrics import TABLE_COMMIT_AGE as COMMIT_AGE
+from queries.freshness_probe import probe_once
 from tests.support.aggregates import append_clicks, click_rows
 
 

@@ -98,15 +98,15 @@ def test_kill_minus_nine_of_the_driver_and_an_executor_mid_batch_loses_and_doubl
                 writer = threading.Thread(target=click_writer)
                 writer.start()
         time.sleep(2)
+        stop_writer.set()
+        writer.join()
+        wait_until(lambda: matches(spark, agg_settings), 240, "the result tables equal to a recomputation")
+        assert process.poll() is None, "the aggregate job stopped instead of retrying"
     finally:
         stop_writer.set()
         if writer.is_alive():
             writer.join()
-    try:
-        wait_until(lambda: matches(spark, agg_settings), 240, "the result tables equal to a recomputation")
-        assert process.poll() is None, "the aggregate job stopped instead of retrying"
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
+        os.killpg(process.pid, signal.SIGTERM)  # the job and its JVMs, whatever happened above
         process.wait(60)
     views = spark.table(agg_settings.catalog.product_views_table).groupBy().sum("views").first()[0]
     assert views == appended[0] == spark.table(agg_settings.catalog.clicks_table).count()
