@@ -99,10 +99,7 @@ class LiveAggregates:
     def __init__(self, spark: SparkSession, settings: Settings, from_timestamp_ms: int | None = None):
         if spark is None:
             raise FatalError("the live aggregates run on Spark: build the job with a SparkSession")
-        # a session of its own: its aggregations are of a few thousand keys, one task a stage is enough (the
-        # application's default of four tasks a stage made each batch wait four times for a free core)
-        self.spark, self.settings = spark.newSession(), settings
-        self.spark.conf.set("spark.sql.shuffle.partitions", "1")
+        self.spark, self.settings = spark, settings
         self.rollups = ru.rollups(settings)
         self.tables = [r.table for r in self.rollups]
         self.from_timestamp_ms = from_timestamp_ms
