@@ -128,7 +128,7 @@ def maintain(
     Commits that lose a race with a writer are retried, then left for the next pass: a streaming commit is never
     lost or duplicated.
 
-    It runs at a lower CPU priority (LAKEHOUSE_MAINTENANCE__NICE, default 10), so on a machine it shares with the
+    It runs at a lower CPU priority (LAKEHOUSE_MAINTENANCE__NICE, default 19), so on a machine it shares with the
     writers their batches come first and freshness does not pay for it.
     """
     _run_single("maintain", interval, passes, log_level)
