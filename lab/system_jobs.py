@@ -22,12 +22,13 @@ from rich.console import Console
 from lab.bench.cdc import start_capture, start_job_process
 from lab.bench.ingest import committed_total
 from lakehouse import kafka_clients
+from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 from pipeline.aggregates.live import LiveAggregates
 from pipeline.app import run_job
-from pipeline.cdc.apply import DimensionApplyJob
 from pipeline.cdc.checkpoints import read_checkpoint
+from pipeline.cdc.dimension_tables import committed_position
 from pipeline.clicks.job import ClickIngestJob
 from pipeline.spark_session import build_session
 
@@ -56,15 +57,10 @@ class RunningSystem:
                     time.sleep(0.2)
             console.log(f"capture running: {settings.mariadb.database} -> {settings.kafka.cdc_topic_prefix}.* "
                         f"(log {capture_log})")
-            with console.status("applying the capture's snapshot to the dimension tables..."):
-                catch_up = DimensionApplyJob(None, settings)
-                try:
-                    while catch_up.run_once():  # before clicks are enriched
-                        pass
-                finally:
-                    catch_up.close()
             dims_log = capture_log.with_name(capture_log.name.replace("capture", "dims"))
             self.dims = start_job_process(settings, "dims", dims_log)
+            with console.status("applying the capture's snapshot to the dimension tables..."):
+                self._wait_for_snapshot(settings, dims_log)  # before clicks are enriched
             console.log(f"dimension apply running (log {dims_log})")
             with console.status("starting Spark: click ingestion and live aggregates..."):
                 self.spark = build_session(settings, app_name)
@@ -74,6 +70,24 @@ class RunningSystem:
             self._stop_processes()
             raise
         self.threads = [self._in_pool("clicks", self.clicks), self._in_pool("aggregate", self.aggregates)]
+
+    def _wait_for_snapshot(self, settings: Settings, dims_log: Path, timeout_s: float = 300) -> None:
+        """Until each dimension table holds its topic's records as they stood when the capture's snapshot ended."""
+        catalog = pyiceberg_catalog(settings)
+        ends = {topic: kafka_clients.end_offsets(settings.kafka.bootstrap, topic)
+                for topic in (settings.cdc_topic(t) for t in settings.cdc_tables)}
+        tables = {settings.cdc_topic(c.source): c.table for c in settings.captured_tables}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            behind = [topic for topic, end in ends.items() if any(
+                committed_position(catalog.load_table(tables[topic])).offsets.get(topic, {}).get(p, 0) < o
+                for p, o in end.items() if o)] if all(catalog.table_exists(t) for t in tables.values()) else list(ends)
+            if not behind:
+                return
+            if self.dims.poll() is not None or time.monotonic() > deadline:
+                raise LakehouseError(f"the dimension apply did not apply the snapshot of {', '.join(behind)}; "
+                                     f"its log: {dims_log}")
+            time.sleep(0.5)
 
     def _in_pool(self, pool: str, job) -> threading.Thread:
         def run():

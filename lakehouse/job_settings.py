@@ -27,6 +27,12 @@ class PipelineSettings(BaseModel):
                                    "initial snapshot's batches, and so its data files). 100,000 lowered the apply's "
                                    "peak in a 10 M-row snapshot and doubled the files and delete files readers open "
                                    "(docs/cdc.md).")
+    cdc_buckets: int = Field(
+        4, ge=1, le=1024,
+        description="Key buckets of each dimension table: the table is partitioned by Iceberg's bucket(N, key) and "
+                    "the CDC apply runs one Spark task per bucket, each keeping its bucket's key index on its "
+                    "executor (pipeline/cdc/buckets.py). At least the executors, so each holds a share of the "
+                    "index; more buckets write more small files a batch. Changing it rewrites the tables once.")
     cdc_read_ahead_mb: int = Field(
         0, ge=0, description="0: the CDC apply reads and decodes its change topics in its own process. N: a child "
                              "process does, reading up to N MB past the last batch while the apply writes it "

@@ -41,7 +41,7 @@ JOBS: dict[str, JobSpec] = {spec.name: spec for spec in (
     # the same job without Spark: one Python process reads, parses, enriches and commits with PyIceberg
     JobSpec("clicks-arrow", "pipeline.clicks.arrow_job:ArrowClickJob", needs_spark=False,
             trigger=lambda s: s.pipeline.trigger_seconds, port=lambda m: m.pipeline_port, pool_weight=_writer_pool),
-    JobSpec("dims", "pipeline.cdc.apply:DimensionApplyJob", needs_spark=False,
+    JobSpec("dims", "pipeline.cdc.apply:DimensionApplyJob", needs_spark=True,
             trigger=lambda s: s.pipeline.dims_trigger_seconds, port=lambda m: m.pipeline_port,
             pool_weight=_writer_pool),
     JobSpec("aggregate", "pipeline.aggregates.live:LiveAggregates", needs_spark=True,

@@ -46,6 +46,16 @@ CDC_APPLIED = Counter("lakehouse_cdc_rows_applied_total", "Changes (upserts, del
                       "before a batch's changes of one key collapse into its last.", ["table", "action"])
 DIMENSION_APPLY_LAG = Gauge("lakehouse_cdc_apply_lag_seconds",
                             "Commit time minus the oldest source timestamp in the last applied batch.", ["table"])
+CDC_STAGE_SECONDS = Histogram("lakehouse_cdc_stage_seconds",
+                              "The CDC apply's Spark job per batch (read, shuffle, apply in every bucket), before "
+                              "its commits.", ["stage"], buckets=(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30))
+CDC_STATE_KEYS = Gauge("lakehouse_cdc_state_keys", "The CDC apply's key state: live keys each bucket's task holds.",
+                       ["table", "bucket"])
+CDC_STATE_BYTES = Gauge("lakehouse_cdc_state_bytes", "The CDC apply's key state: bytes of each bucket's key index.",
+                        ["table", "bucket"])
+CDC_STATE_EXECUTOR_BYTES = Gauge("lakehouse_cdc_state_executor_bytes",
+                                 "The CDC apply's key state: bytes of cached state blocks each executor holds, as "
+                                 "its block manager measures them.", ["executor"])
 AGGREGATE_DELAY = Gauge("lakehouse_aggregate_delay_seconds",
                         "Live aggregates: result commit time minus the newest source commit (ingest_time) merged.")
 AGGREGATE_STATE_ROWS = Gauge("lakehouse_aggregate_state_rows",

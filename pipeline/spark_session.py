@@ -43,6 +43,9 @@ def spark_conf(settings: Settings, app_name: str, extra_jars: tuple[Path, ...] =
         "spark.scheduler.mode": "FAIR",
         "spark.scheduler.allocation.file": str(scheduler_pools(settings)),
         "spark.sql.adaptive.enabled": "true",
+        # The first job waits for every executor (up to Spark's 30 s): the CDC apply spreads its key state over
+        # the executors there are when it builds it (pipeline.cdc.apply).
+        "spark.scheduler.minRegisteredResourcesRatio": "1.0",
         # Python workers without the per-task re-read of Spark's archives (0.19 s a task; see the module).
         "spark.python.daemon.module": "pipeline.python_daemon",
         # Live commit locks heartbeat often enough that pipeline.commit_locks never frees them.

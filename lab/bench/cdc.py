@@ -25,6 +25,7 @@ from lab.bench.freshness import first_visible, quantiles
 from lab.bench.ingest import commit_rate
 from lab.bench.scratch import discard
 from lab.peers.cdc_merge import MergeApplyJob
+from lab.peers.cdc_python import PythonApplyJob
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
@@ -137,7 +138,7 @@ def start_job_process(s: Settings, job: str, log_path: Path, port: int | None = 
 def run(settings: Settings, rate: float, duration: float, progress=print, keep: bool = False,
         apply: str = "pipeline") -> CdcBenchResult:
     """The run on a database, topics and tables of its own, removed at the end unless ``keep``; ``apply``:
-    "pipeline" (the CDC apply job) or "merge-peer" (``lab.peers.cdc_merge``)."""
+    "pipeline" (the CDC apply job), "merge-peer" (``lab.peers.cdc_merge``) or "python-peer" (``lab.peers.cdc_python``)."""
     s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"))
     create_source_database(s, s.mariadb.database)
     Broker(s).bootstrap()
@@ -152,7 +153,7 @@ def run(settings: Settings, rate: float, duration: float, progress=print, keep: 
                 raise LakehouseError(f"the capture did not start; its log: {log_path}")
             time.sleep(0.2)
         spark = build_session(s, "lakehouse-bench-cdc")
-        job = MergeApplyJob(spark, s) if apply == "merge-peer" else DimensionApplyJob(spark, s)
+        job = {"merge-peer": MergeApplyJob, "python-peer": PythonApplyJob}.get(apply, DimensionApplyJob)(spark, s)
         loop = threading.Thread(target=run_loop, args=(job, s.pipeline.dims_trigger_seconds, stop), daemon=True)
         loop.start()
         # The first MERGEs load and compile most of Spark's and Iceberg's code (15 s each, measured):

@@ -16,12 +16,15 @@ from lab.bench.cdc import free_port, start_job_process
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 
+#: the CDC peers a benchmark runs in the apply's place, by name: each a `python -m` module
+PEER_MODULES = {"merge-peer": "lab.peers.cdc_merge", "python-peer": "lab.peers.cdc_python"}
+
 
 class CdcProcesses:
     """The capture and the apply job as processes of their own, which a chaos run kills with SIGKILL and restarts."""
 
     def __init__(self, s: Settings, tag: str, apply: str = "pipeline"):
-        """``apply``: "pipeline" runs `lakehouse run dims`; "merge-peer" the MERGE INTO peer (lab/peers/cdc_merge.py)."""
+        """``apply``: "pipeline" runs `lakehouse run dims`; a peer's name runs that peer (``PEER_MODULES``)."""
         self.s, self.logs, self.apply = s, s.run_dir / "logs", apply
         self.logs.mkdir(parents=True, exist_ok=True)
         self.tag = tag
@@ -32,8 +35,8 @@ class CdcProcesses:
     def _start(self, name: str) -> subprocess.Popen:
         self.ports[name] = free_port(self.s.metrics.host)
         log = self.logs / f"bench-cdc-scale-{name}-{self.tag}.log"
-        if name == "dims" and self.apply == "merge-peer":
-            return start_job_process(self.s, name, log, self.ports[name], module="lab.peers.cdc_merge")
+        if name == "dims" and self.apply in PEER_MODULES:
+            return start_job_process(self.s, name, log, self.ports[name], module=PEER_MODULES[self.apply])
         return start_job_process(self.s, name, log, self.ports[name])
 
     def applied(self) -> int | None:

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from cli.common import console, friendly_errors, print_figures, stack_settings_or_exit
+from lab.commands.bench_cdc import APPLY_TITLES
 from lab.commands.bench_enrichment import enrichment
 from lab.commands.bench_ingest import CLICK_STACK, ingest
 from lab.commands.bench_peers import peers
@@ -198,9 +199,10 @@ def cdc(
                                              "reader must still equal MariaDB.")] = False,
     keep: Annotated[bool, typer.Option(help="Keep the run's own topic(s), tables (and database) afterwards, to look "
                                             "at them; by default they are removed once the figures are read.")] = False,
-    apply: Annotated[str, typer.Option(help="What applies the changes: 'pipeline' (`lakehouse run dims`) or "
-                                            "'merge-peer' (Iceberg's standard Spark path, MERGE INTO each batch: "
-                                            "lab/peers/cdc_merge.py).")] = "pipeline",
+    apply: Annotated[str, typer.Option(help="What applies the changes: 'pipeline' (`lakehouse run dims`, the Spark "
+                                            "apply), 'merge-peer' (Iceberg's standard Spark path, MERGE INTO each "
+                                            "batch: lab/peers/cdc_merge.py) or 'python-peer' (the apply as one "
+                                            "Python process: lab/peers/cdc_python.py).")] = "pipeline",
 ) -> None:
     """Sustained changes/s and apply freshness p50/p95 (database commit -> visible in Iceberg).
 
@@ -210,8 +212,8 @@ def cdc(
     Example: lakehouse bench cdc --rate 1000 --duration 300 --members 10000000
     """
     settings = stack_settings_or_exit(*CLICK_STACK, "mariadb")
-    if apply not in ("pipeline", "merge-peer"):
-        raise typer.BadParameter(f"'pipeline' or 'merge-peer', got {apply!r}", param_hint="--apply")
+    if apply not in APPLY_TITLES:
+        raise typer.BadParameter(f"one of {', '.join(APPLY_TITLES)}; got {apply!r}", param_hint="--apply")
     if members:
         from lab.commands.bench_cdc import cdc_at_scale  # deferred: the at-scale run pulls in DuckDB, Spark, Trino
 
@@ -224,7 +226,7 @@ def cdc(
     with friendly_errors():
         serve(settings.metrics.host, settings.metrics.pipeline_port)  # so Prometheus sees the run
         result = run(settings, rate, duration, progress=console.log, keep=keep, apply=apply)
-    print_figures(f"CDC benchmark{' (the MERGE INTO peer)' if apply == 'merge-peer' else ''}: {rate:,.0f} changes/s "
+    print_figures(f"CDC benchmark{APPLY_TITLES[apply]}: {rate:,.0f} changes/s "
                   f"for {duration:.0f}s", [
         ("changes written", f"{result.changes:,}"),
         ("sustained changes/s (applied while the load ran)", f"{result.sustained_cps:,.0f}"),

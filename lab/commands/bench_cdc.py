@@ -6,6 +6,9 @@ import typer
 
 from cli.common import console, friendly_errors, print_figures
 
+#: what `bench cdc --apply` accepts, and how the figures' title names it
+APPLY_TITLES = {"pipeline": "", "merge-peer": " (the MERGE INTO peer)", "python-peer": " (the Python-process peer)"}
+
 
 def cdc_at_scale(settings, rate: float, duration: float, members: int, engines: tuple[str, ...],
                   chaos: bool, keep: bool = False, apply: str = "pipeline") -> None:
@@ -15,7 +18,7 @@ def cdc_at_scale(settings, rate: float, duration: float, members: int, engines: 
         r = run(settings, members, rate, duration, progress=console.log, engines=engines, chaos=chaos, keep=keep,
                 apply=apply)
     same = {name: fp == r.fingerprints["mariadb"] for name, fp in r.fingerprints.items() if name != "mariadb"}
-    print_figures(f"CDC at scale{' (the MERGE INTO peer)' if apply == 'merge-peer' else ''}: {members:,} members, "
+    print_figures(f"CDC at scale{APPLY_TITLES[apply]}: {members:,} members, "
                   f"{rate:,.0f} changes/s for {duration:.0f}s", [
         ("load into MariaDB (rows/s)", f"{r.load_rows_per_s:,.0f}"),
         ("initial snapshot, capture start -> last row committed (rows/s)", f"{r.snapshot_rows_per_s:,.0f}"),

@@ -1,190 +1,371 @@
-"""Apply Debezium change topics to the Iceberg dimension tables.
+"""The CDC apply on Spark: Debezium change topics merged into the dimension tables, one Spark task per key bucket.
 
-Reading plans the same exactly-once Kafka ranges as the click pipeline, and reads them on
-the driver: a dimension batch is hundreds of records, not worth a Spark stage, and the
-upsert itself runs there too (``pipeline.cdc.upsert`` says why). Each batch is
-collapsed per key to its last change *by source position* (binlog file, position,
-row), not by arrival, so many updates of one key, delete-then-insert and replays
-come out right. Each table's commit carries the offsets of its own topic.
+Each dimension table is partitioned by ``bucket(N, key)`` (``pipeline.cdc.buckets``), and the
+apply's key state lives in an RDD of N one-element partitions: partition *i* holds bucket *i*
+of every table (its key index and its live files), cached on the executor that computed it. A
+batch is one Spark job of two stages:
 
-Why replays are harmless: a batch applies, per key, the full after-image of its last
-change (or deletes it). Applying that again, or a longer range that ends later,
-yields the same state — so a capture restart that republishes changes, or a crash
-between commits, cannot leave a wrong row.
+1. **read**: tasks fetch the batch's planned Kafka ranges (``kafka_source.fetch``), decode the
+   envelopes (``cdc.changes``) and cut them by key bucket; a shuffle brings bucket *i*'s
+   changes to partition *i*;
+2. **apply**: task *i* zips its cached bucket with its changes and applies them
+   (``buckets.apply``): a fold when one is due, one data file of after-images and one
+   position-delete file per table. Its bucket as it stands after the batch is cached as the
+   next batch's state; the files it wrote go to the driver.
+
+The driver plans the ranges and commits one snapshot per table with all buckets' files and the
+topic's end offsets (``RowDelta``): the offsets in the snapshot stay the only record of
+progress. The state is always the state *of the last committed snapshot*: a batch's new
+state replaces the old only after every table committed; a failed batch (a task, a commit,
+a lost executor) drops it, and ``recover`` builds the state again from the tables — which is
+also how the apply takes over tables another writer left (the Python apply, a compaction by
+maintenance). The cached blocks are local checkpoints: Spark never recomputes one from its
+lineage (that would apply old batches again); a lost one fails the batch, and the state is
+read again.
+
+Why not Structured Streaming with ``transformWithStateInPandas``: its state store keeps its
+own checkpoint of offsets and state, which would have to be brought back in step with the
+Iceberg snapshot after every crash, and a per-key state row was ~0.7 ms a key per batch in
+Python (docs/cdc.md). Why not ``MERGE INTO``: it reads every key of the table each batch
+(``lab.peers.cdc_merge``; at 10 M rows, p95 22 s).
 """
 
 from __future__ import annotations
 
-import functools
+import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import replace
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+from py4j.protocol import Py4JJavaError
+from pyspark import RDD, StorageLevel
+from pyspark.accumulators import AccumulatorParam
+from pyspark.serializers import BatchedSerializer, CPickleSerializer
+from pyspark.sql import SparkSession
 
 from lakehouse.catalog import pyiceberg_catalog
+from lakehouse.errors import FatalError
 from lakehouse.settings import Settings
 from pipeline import metrics
-from pipeline.cdc.change_reader import change_reader
-from pipeline.cdc.changes import CHANGE_SCHEMA, EnvelopeError, parse_changes
-from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
+from pipeline.cdc.buckets import BUCKET_FIELD, Bucket, Outcome, TableWork, apply, bucket_count, buckets_of, build
+from pipeline.cdc.changes import parse_changes
+from pipeline.cdc.dimension_tables import committed_position, ensure_dimension_tables
+from pipeline.cdc.expiry import expire_old_snapshots
+from pipeline.cdc.fold import FoldPolicy
 from pipeline.cdc.images import image_struct
+from pipeline.cdc.row_delta import RowDelta
 from pipeline.cdc.schema_history import SchemaRecord, SchemaWatch
-from pipeline.cdc.source_schema import to_iceberg_schema
-from pipeline.cdc.upsert import DimensionWriter, SchemaNotYetRecorded
+from pipeline.cdc.table_evolution import HISTORY_PROPERTY, plan, stage
+from pipeline.cdc.targets import Target, targets
 from pipeline.kafka_source import offsets as kafka_offsets
-from pipeline.kafka_source.ahead_reader import AheadReader
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
+from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.planner import Planner
-from pipeline.kafka_source.reader_process import ReaderProcess
-from pipeline.native_memory import keep_resident_small
-from pipeline.pyiceberg_tables import ensure_table
-from pipeline.tables import COMMON_PROPERTIES, UPSERT_PROPERTIES
+from pipeline.kafka_source.ranges import balance
+from pipeline.pyiceberg_tables import CachedTransaction
 
 log = logging.getLogger(__name__)
 
-@dataclass(frozen=True)
-class Target:
-    source_table: str
-    table: str
-    key: str  # the key column, as the source names it (the change envelopes' key)
-    columns: dict[str, str]  # target column -> the after-image field it is read from (cast to the column's type)
-    renames: dict[str, str]  # source column -> lake column, where they differ
+#: one element per batch of pickled data: the state's and the changes' partitions each hold one element, and two
+#: RDDs zip without a reserialising pass over the state only when their serializers are equal
+ONE = BatchedSerializer(CPickleSerializer(), 1)
 
 
-def targets(settings: Settings, records: dict[str, SchemaRecord], catalog=None) -> dict[str, Target]:
-    """The table each change topic is applied to, by topic: created if missing.
+class _Outcomes(AccumulatorParam):
+    """Each bucket task's outcomes, by bucket: a task run twice reports the same bucket once."""
 
-    The seed's two tables have their declared schemas (``dimension_tables``, the same as the
-    source's); any other captured table (``cdc.extra_tables``) gets the schema of the source
-    table as the capture recorded it at its snapshot, so it waits for that record.
-    """
-    catalog = catalog or pyiceberg_catalog(settings)
-    declared = dimensions(settings)
-    out = {}
-    for captured in settings.captured_tables:
-        if captured.source in declared:
-            key = declared[captured.source].key
-        else:
-            record = records.get(captured.source)
-            if record is None:
-                raise SchemaNotYetRecorded(f"no schema of {settings.mariadb.database}.{captured.source} recorded in "
-                                           f"{settings.cdc_schema_topic} yet: waiting for the capture's snapshot")
-            if len(record.schema.key) != 1:
-                raise EnvelopeError(f"{captured.source}'s primary key has {len(record.schema.key)} columns; the "
-                                    "apply keys rows on one column")
-            key = record.schema.key[0]
-            ensure_table(catalog, captured.table, to_iceberg_schema(record.schema, captured.renames),
-                         {**COMMON_PROPERTIES, **UPSERT_PROPERTIES})
-        lake_to_source = {lake: source for source, lake in captured.renames.items()}
-        fields = catalog.load_table(captured.table).schema().fields
-        out[settings.cdc_topic(captured.source)] = Target(
-            captured.source, captured.table, key, {f.name: lake_to_source.get(f.name, f.name) for f in fields},
-            dict(captured.renames))
-    return out
+    def zero(self, value):
+        return {}
+
+    def addInPlace(self, value1, value2):
+        value1.update(value2)
+        return value1
+
+
+def _read_changes(groups: list[list[tuple[str, int, int, int]]], bootstrap: str, fetch_wait_ms: int,
+                  keys: dict[str, str], images: dict[str, pa.StructType | None],
+                  key_types: dict[str, tuple], buckets: int):
+    """The read stage's function: task indexes in, (bucket, (topic, changes)) out."""
+
+    def run(indexes):
+        for i in indexes:
+            for topic, partition, start, end in groups[i]:
+                for raw in read_range(bootstrap, topic, partition, start, end, fetch_wait_ms=fetch_wait_ms):
+                    changes = pa.Table.from_batches([parse_changes(raw, {topic: keys[topic]},
+                                                                   {topic: images[topic]})])
+                    if not changes.num_rows:
+                        continue
+                    of = buckets_of(changes.column("pk").combine_chunks(), *key_types[topic], buckets)
+                    for bucket in np.unique(of).tolist():
+                        yield bucket, (topic, changes.filter(pa.array(of == bucket)))
+
+    return run
+
+
+def _by_bucket(pairs: list) -> dict[int, dict[str, pa.Table]]:
+    """One partition's changes: by bucket, one table per topic."""
+    parts: dict[int, dict[str, list[pa.Table]]] = {}
+    for bucket, (topic, changes) in pairs:
+        parts.setdefault(bucket, {}).setdefault(topic, []).append(changes)
+    return {bucket: {topic: pa.concat_tables(tables, promote_options="permissive") for topic, tables in topics.items()}
+            for bucket, topics in parts.items()}
+
+
+State = dict[int, dict[str, Bucket]]  # one partition of the state: its buckets, each with one Bucket per table
+
+
+def _step(works: dict[str, TableWork], outcomes):
+    """The apply stage's function: (the partition's buckets, their changes) in, the buckets after the batch out."""
+
+    def run(pair: tuple[State, dict[int, dict[str, pa.Table]]]) -> State:
+        state, changes = pair
+        for number, tables in state.items():
+            mine = changes.get(number, {})
+            outcomes.add({number: {topic: apply(tables[topic], work, mine.get(topic)) for topic, work in works.items()}})
+        return state
+
+    return run
+
+
+def _build(works: dict[str, TableWork], fold_files: int, buckets: int):
+    def run(item: dict[int, dict[str, list]]) -> State:
+        return {number: {topic: build(number, work, tasks.get(topic, []), number * fold_files // buckets)
+                         for topic, work in works.items()}
+                for number, tasks in item.items()}
+
+    return run
 
 
 class DimensionApplyJob(KafkaBatchJob):
-    """The CDC apply job. It runs without Spark: as its own small process (`lakehouse run dims`) or
-    beside the Spark jobs of `lakehouse run pipeline`; ``spark`` is accepted, unused, so every job
-    is built the same way."""
+    """The CDC apply job on Spark (module docstring): ``lakehouse run dims``."""
 
     name = "dims"
 
-    def __init__(self, spark, settings: Settings):
-        keep_resident_small()  # first: at 10 M keys the allocator kept 100+ MB of freed arrays
-        self.settings = settings
+    def __init__(self, spark: SparkSession, settings: Settings):
+        self.spark, self.settings = spark, settings
+        self.sc = spark.sparkContext
+        self.buckets = settings.pipeline.cdc_buckets
         ensure_dimension_tables(settings)
         self.history = SchemaWatch(settings)
-        self.targets = targets(settings, self.history.latest())
+        self.targets: dict[str, Target] = targets(settings, self.history.latest())
         self.tables = [t.table for t in self.targets.values()]
         self.planner = Planner.from_settings(settings, list(self.targets), settings.pipeline.cdc_max_records)
         # a catalog (one metastore connection) per table: the tables commit side by side
-        self.writers = {topic: DimensionWriter(pyiceberg_catalog(settings), t.table,
-                                               t.renames.get(t.key, t.key), t.columns, renames=t.renames)
-                        for topic, t in self.targets.items()}
+        self.catalogs = {topic: pyiceberg_catalog(settings) for topic in self.targets}
         self._threads = ThreadPoolExecutor(len(self.targets), thread_name_prefix="dims")
-        kafka, ahead_mb = settings.kafka, settings.pipeline.cdc_read_ahead_mb
-        self.keys = {topic: target.key for topic, target in self.targets.items()}
-        self.reader: ReaderProcess | AheadReader = (
-            change_reader(kafka.bootstrap, self.keys, kafka.fetch_wait_max_ms, ahead_mb) if ahead_mb
-            else AheadReader(kafka.bootstrap, kafka.fetch_wait_max_ms, ahead_bytes=0))
-        self._read_positions()  # the writers were just built from the tables: no second read of their indexes
+        self.policy = FoldPolicy()
+        self.outcomes = self.sc.accumulator({}, _Outcomes())
+        self.state: RDD | None = None
+        for topic in self.targets:
+            self._bucketed(topic)
+        self.recover()
+
+    # -- the state ---------------------------------------------------------------------------------------------
 
     def recover(self) -> None:
-        """After a failed batch: read each table again (its index, its rows when small), then its positions."""
-        for writer in self.writers.values():
-            writer.reload()
-        self._read_positions()
-
-    def _read_positions(self) -> None:
-        """Where each topic's changes are applied up to, from the offsets its table's newest snapshot holds."""
+        """Read every table again, build the key state from them, and read where each topic is applied up to."""
+        self.handles = {topic: self.catalogs[topic].load_table(t.table) for topic, t in self.targets.items()}
+        works = self._works()
+        per_bucket: list[dict[str, list]] = [{} for _ in range(self.buckets)]
+        for topic, table in self.handles.items():
+            key = works[topic].key
+            for task in table.scan(selected_fields=(key,)).plan_files():
+                per_bucket[task.file.partition[0]].setdefault(topic, []).append(
+                    (task.file, list(task.delete_files)))
+        began = time.monotonic()
+        # as many partitions as the application has cores (at most one a bucket): all are built in one wave, one a
+        # core, so each executor gets the share of the state its cores are of the whole, and keeps it (locality)
+        self.partitions = max(1, min(self.buckets, self.sc.defaultParallelism))
+        parts = [{b: per_bucket[b] for b in range(p, self.buckets, self.partitions)} for p in range(self.partitions)]
+        state = self.sc.parallelize(parts, self.partitions) \
+            .map(_build(works, self.policy.fold_files, self.buckets))._reserialize(ONE)
+        self._swap(self._checkpointed(state))
+        log.info("dims: key state of %d buckets in %d partitions built in %.1fs", self.buckets, self.partitions,
+                 time.monotonic() - began)
+        self._gauge_executors()
         self.committed: kafka_offsets.Offsets = {}
         self.committed_ids: dict[str, str] = {}
-        for topic, writer in self.writers.items():
-            position = committed_position(writer.table)
+        for topic, table in self.handles.items():
+            position = committed_position(table)
             self.committed.update({t: o for t, o in position.offsets.items() if t == topic})
             self.committed_ids.update({t: i for t, i in position.topic_ids.items() if t == topic})
 
+    def _checkpointed(self, rdd):
+        """``rdd`` cached where computed, never recomputed from its lineage; computed now (without Python)."""
+        rdd.persist(StorageLevel.MEMORY_AND_DISK)
+        rdd.localCheckpoint()
+        rdd._jrdd.count()
+        return rdd
+
+    def _swap(self, state) -> None:
+        old, self.state = self.state, state
+        if old is not None:
+            old.unpersist()
+
+    def _bucketed(self, topic: str) -> None:
+        """Partition the table by ``bucket(N, key)`` if it is not yet, and rewrite its files into the buckets."""
+        target = self.targets[topic]
+        table = self.catalogs[topic].load_table(target.table)
+        key = table.schema().find_field(target.renames.get(target.key, target.key))
+        have = bucket_count(table.spec(), key.field_id)
+        if have not in (None, self.buckets) or (have is None and table.spec().fields):
+            raise FatalError(f"{target.table} is partitioned as {table.spec()}, not by bucket({self.buckets}, "
+                             f"{key.name}): repartition it, or set LAKEHOUSE_PIPELINE__CDC_BUCKETS={have}")
+        if have is None:
+            from pyiceberg.transforms import BucketTransform  # deferred: once per table, on its first start
+
+            with table.update_spec() as spec:
+                spec.add_field(key.name, BucketTransform(self.buckets), BUCKET_FIELD)
+            log.info("dims: %s partitioned by bucket(%d, %s)", target.table, self.buckets, key.name)
+        table = self.catalogs[topic].load_table(target.table)
+        stale = [t for t in table.scan().plan_files() if t.file.spec_id != table.spec().spec_id]
+        if stale:
+            began = time.monotonic()
+            self.spark.sql(f"CALL {self.settings.catalog.name}.system.rewrite_data_files(table => '{target.table}', "
+                           "options => map('rewrite-all', 'true', 'remove-dangling-deletes', 'true'))").collect()
+            log.warning("dims: %s's %d files rewritten into its buckets in %.1fs", target.table, len(stale),
+                        time.monotonic() - began)
+
+    def _works(self) -> dict[str, TableWork]:
+        policy = replace(self.policy, max_rewrite_rows=max(self.policy.max_rewrite_rows // self.buckets,
+                                                           self.policy.target_rows))
+        out = {}
+        for topic, table in self.handles.items():
+            target = self.targets[topic]
+            columns = self._columns(table, target)
+            out[topic] = TableWork(target.table, table.metadata, dict(table.io.properties),
+                                   target.renames.get(target.key, target.key), columns, policy)
+        return out
+
+    @staticmethod
+    def _columns(table, target: Target) -> dict[str, str]:
+        lake_to_source = {lake: source for source, lake in target.renames.items()}
+        return {f.name: lake_to_source.get(f.name, f.name) for f in table.schema().fields}
+
+    # -- a batch -----------------------------------------------------------------------------------------------
+
     def close(self) -> None:
         self._threads.shutdown(wait=True)
-        self.reader.close()
-        for writer in self.writers.values():
-            writer.close()
+        self._swap(None)
         self.planner.close()
 
     def write(self, batch: Batch) -> int:
-        """One upsert per table, side by side (each commits its own topic's offsets); returns the changes applied."""
-        changes = self._read(batch)
-        schemas = self.history.latest()  # once a batch: what the capture recorded before these changes
-        applied = self._threads.map(lambda topic: self._apply(topic, changes[topic], batch.end[topic], schemas),
-                                    sorted(changes))
-        return sum(applied)
-
-    def _read(self, batch: Batch) -> dict[str, pa.Table]:
-        """Each topic's changes in the batch, as the reader decoded them (``pipeline.cdc.change_reader``).
-
-        Read in this process, each table's after-images are read with the records, as the table's
-        columns stand now (``parse_changes``'s ``images``; a column the table gained since is in the text).
-        """
-        if isinstance(self.reader, AheadReader):
-            images = {topic: image_struct(w.columns, w.schema) for topic, w in self.writers.items()}
-            self.reader.transform = functools.partial(parse_changes, keys=self.keys, images=images)
-        parsed: dict[str, list[pa.RecordBatch]] = {}
-        for changes in self.reader.read(sorted(batch.work, key=lambda r: (r.topic, r.partition))):
-            if changes.num_rows:
-                parsed.setdefault(changes.column("topic")[0].as_py(), []).append(changes)
-        return {topic: _one_table(parsed.get(topic, [])) for topic in {r.topic for r in batch.work}}
-
-    def _apply(self, topic: str, changes: pa.Table, ends: dict[int, int], schemas: dict[str, SchemaRecord]) -> int:
-        """Apply one topic's changes to its table with the offsets; returns the changes applied."""
-        target = self.targets[topic]
+        """One Spark job applies the batch in every bucket; then one commit per table, side by side."""
+        topics = sorted({r.topic for r in batch.work})
+        changed = self._follow_schemas(topics, self.history.latest())
+        works = {topic: w for topic, w in self._works().items() if topic in topics}
+        changes = self._changes(batch, works)
+        self.outcomes.value = {}
         began = time.monotonic()
-        offsets = {topic: ends}
-        self.writers[topic].apply(changes, kafka_offsets.commit_properties(offsets, self.planner.topic_ids),
-                                  schemas.get(target.source_table))
-        metrics.COMMIT_SECONDS.labels(target.table).observe(time.monotonic() - began)
+        assert self.state is not None  # built in __init__ (recover)
+        new = self._checkpointed(self.state.zip(changes).map(_step(works, self.outcomes))._reserialize(ONE))
+        applied = time.monotonic() - began
+        by_bucket: dict[int, dict[str, Outcome]] = dict(self.outcomes.value)
+        try:
+            counts = list(self._threads.map(
+                lambda topic: self._commit(topic, [by_bucket[b][topic] for b in sorted(by_bucket)],
+                                           batch.end[topic], changed.get(topic, {})), topics))
+        except BaseException:
+            new.unpersist()
+            raise
+        self._swap(new)
+        self._observe(works, by_bucket, applied)
+        return sum(counts)
+
+    def _changes(self, batch: Batch, works: dict[str, TableWork]):
+        """The batch's changes as an RDD of one element per bucket: {topic: that bucket's changes}."""
+        kafka = self.settings.kafka
+        groups = [[(r.topic, r.partition, r.start, r.end) for r in group]
+                  for group in balance(list(batch.work), self.sc.defaultParallelism)]
+        keys = {topic: self.targets[topic].key for topic in works}
+        images, key_types = {}, {}
+        for topic, work in works.items():
+            schema = work.metadata.schema()
+            images[topic] = image_struct(work.columns, schema.as_arrow())
+            field = schema.find_field(work.key)
+            key_types[topic] = (field.field_type, schema.as_arrow().field(work.key).type)
+        read = self.sc.parallelize(range(len(groups)), max(1, len(groups))).mapPartitions(
+            _read_changes(groups, kafka.bootstrap, kafka.fetch_wait_max_ms, keys, images, key_types, self.buckets))
+        return read.partitionBy(self.partitions, lambda bucket: bucket).glom().map(_by_bucket)._reserialize(ONE)
+
+    def _follow_schemas(self, topics: list[str], schemas: dict[str, SchemaRecord]) -> dict[str, dict[str, str]]:
+        """Commit each table's schema change the capture recorded (a column added, a type widened) before the
+        batch that may carry it; returns the snapshot properties that name it in the batch's commit."""
+        out = {}
+        for topic in topics:
+            target, table = self.targets[topic], self.handles[topic]
+            record = schemas.get(target.source_table)
+            if record is None:
+                continue
+            changes = plan(table.schema(), record, target.renames)
+            if not changes:
+                continue
+            history = json.loads(table.properties.get(HISTORY_PROPERTY, "[]"))
+            with table.transaction() as tx:
+                out[topic] = stage(tx, changes, record, history)
+            self.handles[topic] = self.catalogs[topic].load_table(target.table)
+            log.warning("dims: %s follows its source: %s", target.table,
+                        ", ".join(f"{c.action} {c.column} {c.type}" for c in changes))
+        return out
+
+    def _commit(self, topic: str, outcomes: list[Outcome], ends: dict[int, int], extra: dict[str, str]) -> int:
+        """One snapshot of every bucket's files for ``topic``'s table, with the topic's end offsets."""
+        target, table = self.targets[topic], self.handles[topic]
+        began = time.monotonic()
+        removed = [f for o in outcomes for f in o.removed]
+        properties = {**kafka_offsets.commit_properties({topic: ends}, self.planner.topic_ids), **extra}
+        with CachedTransaction(table) as tx:
+            delta = RowDelta(tx, table.io, properties, rewrite=bool(removed))
+            with delta:
+                for file in removed:
+                    delta.remove(file)
+                for outcome in outcomes:
+                    for file in outcome.added:
+                        delta.add(file)
+        if removed:
+            expire_old_snapshots(table)
+        took = time.monotonic() - began
+        metrics.COMMIT_SECONDS.labels(target.table).observe(took)
         metrics.LAST_COMMIT.labels(target.table).set(time.time())
-        log.info("dims: %d changes into %s in %.2fs", changes.num_rows, target.table, time.monotonic() - began)
-        return self._count(target.table, changes)
+        upserts, deletes = sum(o.upserts for o in outcomes), sum(o.deletes for o in outcomes)
+        metrics.CDC_APPLIED.labels(target.table, "upsert").inc(upserts)
+        metrics.CDC_APPLIED.labels(target.table, "delete").inc(deletes)
+        oldest = [o.oldest_ms for o in outcomes if o.oldest_ms is not None]
+        if oldest:
+            metrics.DIMENSION_APPLY_LAG.labels(target.table).set(time.time() - min(oldest) / 1000)
+        log.info("dims: %d changes into %s in %.2fs", upserts + deletes, target.table, took)
+        return upserts + deletes
 
-    @staticmethod
-    def _count(table: str, changes: pa.Table) -> int:
-        """Metrics of one table's applied changes; returns how many there were."""
-        if changes.num_rows == 0:
-            return 0
-        deletes = pc.sum(pc.equal(changes.column("op"), "d")).as_py() or 0
-        metrics.CDC_APPLIED.labels(table, "upsert").inc(changes.num_rows - deletes)
-        metrics.CDC_APPLIED.labels(table, "delete").inc(deletes)
-        oldest = pc.min(changes.column("source_ts_ms")).as_py()
-        metrics.DIMENSION_APPLY_LAG.labels(table).set(time.time() - oldest / 1000)
-        return changes.num_rows
+    def _observe(self, works: dict[str, TableWork], by_bucket: dict[int, dict[str, Outcome]], applied: float) -> None:
+        """The batch's Spark job time, each bucket's keys and index size, and each executor's cached state as its
+        block manager measures it (Spark's status tracker: the driver's own entry holds no state unless it
+        runs the tasks itself, in local mode)."""
+        metrics.CDC_STAGE_SECONDS.labels("apply").observe(applied)
+        self._gauge_executors()
+        for bucket, done in by_bucket.items():
+            for topic, outcome in done.items():
+                table = works[topic].table
+                metrics.CDC_STATE_KEYS.labels(table, str(bucket)).set(outcome.live_keys)
+                metrics.CDC_STATE_BYTES.labels(table, str(bucket)).set(outcome.index_bytes)
 
-
-def _one_table(batches: list[pa.RecordBatch]) -> pa.Table:
-    """A topic's batches as one table: with their after-images when every batch has them alike, else without."""
-    if batches and all(b.schema.equals(batches[0].schema) for b in batches):
-        return pa.Table.from_batches(batches)
-    return pa.Table.from_batches([b.select(CHANGE_SCHEMA.names) for b in batches], schema=CHANGE_SCHEMA)
+    def _gauge_executors(self) -> None:
+        """Bytes of the state's cached blocks on each executor, from Spark's status store (what the UI's Storage
+        tab shows): the block managers measure them, so the split over executors is observed, not assumed."""
+        if self.state is None:
+            return
+        store = self.sc._jsc.sc().statusStore()
+        executors = store.executorList(True)
+        ids = {executors.apply(i).hostPort(): executors.apply(i).id() for i in range(executors.size())}
+        try:
+            spread = store.rdd(self.state.id()).dataDistribution()
+        except Py4JJavaError:  # not reported yet
+            return
+        metrics.CDC_STATE_EXECUTOR_BYTES.clear()
+        if spread.isDefined():
+            for i in range(spread.get().size()):
+                part = spread.get().apply(i)
+                metrics.CDC_STATE_EXECUTOR_BYTES.labels(ids.get(part.address(), part.address())).set(
+                    part.memoryUsed() + part.diskUsed())

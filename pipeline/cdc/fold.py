@@ -133,24 +133,32 @@ class WrittenFold:
 
 def plan_fold(table, index: KeyIndex, policy: FoldPolicy) -> FoldPlan | None:
     """The fold due now (``_to_rewrite``), or None when there is nothing to fold."""
-    began = time.monotonic()
     entries = live_files(table)
-    data = [e.data_file for e in entries if e.data_file.content == DataFileContent.DATA]
-    old_deletes = [e.data_file for e in entries if e.data_file.content != DataFileContent.DATA]
+    return plan_fold_of(table.metadata, [e.data_file for e in entries], index, policy)
+
+
+def plan_fold_of(metadata: TableMetadata, files: list[DataFile], index: KeyIndex,
+                 policy: FoldPolicy) -> FoldPlan | None:
+    """The fold due now among ``files`` (live data and delete files whose rows ``index`` knows), or None."""
+    began = time.monotonic()
+    data = [f for f in files if f.content == DataFileContent.DATA]
+    old_deletes = [f for f in files if f.content != DataFileContent.DATA]
     rewrite = _to_rewrite(data, index, policy)
     if not rewrite and not old_deletes:
         return None
     rewritten = {f.file_path for f in rewrite}
     slots, numbers, positions = index.rows_in([index.number(f.file_path) for f in rewrite])
     kept = [f for f in data if f.file_path not in rewritten]
-    return FoldPlan(table.metadata, rewrite, old_deletes, {index.number(f.file_path): f.file_path for f in rewrite},
+    return FoldPlan(metadata, rewrite, old_deletes, {index.number(f.file_path): f.file_path for f in rewrite},
                     numbers, positions, index.a[slots], index.b[slots], _deleted_positions(index, kept), began)
 
 
-def write_fold(plan: FoldPlan, io, location_provider, key: str, target_rows: int) -> WrittenFold:
+def write_fold(plan: FoldPlan, io, location_provider, key: str, target_rows: int,
+               bucket: int | None = None) -> WrittenFold:
     """The fold's files (nothing committed): the live rows sorted by key into files of ``target_rows``, and one
     file-scoped delete file per kept file with deleted rows. Touches neither the table nor the index, so the
-    writer's batches go on committing while it runs (``DimensionWriter``)."""
+    writer's batches go on committing while it runs (``DimensionWriter``). ``bucket``: the key bucket whose
+    files these are (``pipeline.cdc.buckets``)."""
     schema = plan.metadata.schema().as_arrow()
     data = []
     for chunk in range(0, len(plan.numbers), target_rows):
@@ -158,14 +166,15 @@ def write_fold(plan: FoldPlan, io, location_provider, key: str, target_rows: int
         rows = _live_rows(io, plan.paths, schema, plan.numbers[part], plan.positions[part])
         order = pc.sort_indices(rows, [(key, "ascending")])
         taken = order.to_numpy()
-        written = write_data_file(plan.metadata, io, rows.take(order))
+        written = write_data_file(plan.metadata, io, rows.take(order), bucket)
         data.append((written, plan.a[part][taken], plan.b[part][taken], plan.numbers[part][taken],
                      plan.positions[part][taken]))
 
     def deletes_of(item: tuple[DataFile, np.ndarray]) -> DataFile:
         file, gone = item
         return write_position_deletes(plan.metadata, io, location_provider, pa.table({
-            "file_path": pa.array([file.file_path] * len(gone), pa.string()), "pos": pa.array(gone, pa.int64())}))
+            "file_path": pa.array([file.file_path] * len(gone), pa.string()), "pos": pa.array(gone, pa.int64())}),
+            bucket)
 
     # one small file per kept data file with deleted rows (~60 at 10 M rows): written side by side, each is
     # mostly an object-store round trip

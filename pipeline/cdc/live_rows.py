@@ -50,34 +50,37 @@ def read_by_field_id(io, path: str, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _read_column(table, path: str, column: str) -> pa.Array:
-    key = table.schema().as_arrow().field(column)
-    return read_by_field_id(table.io, path, pa.schema([key])).column(0).combine_chunks()
-
-
 def read_index(table, key: str) -> KeyIndex:
     """A ``KeyIndex`` of the table's current snapshot."""
-    tasks = list(table.scan(selected_fields=(key,)).plan_files())
+    tasks = [(task.file, list(task.delete_files)) for task in table.scan(selected_fields=(key,)).plan_files()]
+    return index_of_files(table.io, table.schema().as_arrow().field(key), tasks)
+
+
+def index_of_files(io, key: pa.Field, tasks: list[tuple[DataFile, list[DataFile]]]) -> KeyIndex:
+    """A ``KeyIndex`` of the live rows of ``tasks``: each data file with the delete files that apply to it.
+
+    ``key``: the key column as the table's Arrow schema has it (with its field id).
+    """
     deleted: dict[str, np.ndarray] = {}
-    for delete_file in {d.file_path: d for task in tasks for d in task.delete_files}.values():
-        with table.io.new_input(delete_file.file_path).open() as stream:
+    for delete_file in {d.file_path: d for _, deletes in tasks for d in deletes}.values():
+        with io.new_input(delete_file.file_path).open() as stream:
             rows = pq.read_table(stream, columns=["file_path", "pos"])
         for path in set(rows.column("file_path").to_pylist()):
             mine = rows.filter(pa.compute.equal(rows.column("file_path"), path)).column("pos").to_numpy()
             deleted[path] = np.concatenate([deleted.get(path, np.empty(0, np.int64)), mine])
     # each file's live keys hashed as it is read, into arrays sized once: the 10 M keys as strings, then their
     # hashes, then sorted copies were the apply's peak memory at start (~1.2 GB; this way the index's 240 MB + ~160)
-    capacity = sum(task.file.record_count for task in tasks)
+    capacity = sum(file.record_count for file, _ in tasks)
     a, b = np.empty(capacity, np.uint64), np.empty(capacity, np.uint64)
     numbers, positions = np.empty(capacity, np.int32), np.empty(capacity, np.int32)
     files: list[str] = []
     filled = 0
-    for task in tasks:
-        path = task.file.file_path
-        column = _read_column(table, path, key)
-        if len(column) != task.file.record_count:
+    for file, _ in tasks:
+        path = file.file_path
+        column = read_by_field_id(io, path, pa.schema([key])).column(0).combine_chunks()
+        if len(column) != file.record_count:
             raise FatalError(f"{path} holds {len(column):,} rows where the table's metadata says "
-                             f"{task.file.record_count:,}: the table is damaged; restore it or snapshot the source again")
+                             f"{file.record_count:,}: the table is damaged; restore it or snapshot the source again")
         live = np.ones(len(column), dtype=bool)
         if path in deleted:
             live[deleted[path][deleted[path] < len(column)]] = False
@@ -107,7 +110,10 @@ class FileCounts:
 
     @classmethod
     def of(cls, entries: Iterable[ManifestEntry], policy) -> FileCounts:
-        files = [e.data_file for e in entries]
+        return cls.of_files([e.data_file for e in entries], policy)
+
+    @classmethod
+    def of_files(cls, files: list[DataFile], policy) -> FileCounts:
         return cls(sum(1 for f in files if f.content == DataFileContent.DATA and f.record_count < policy.small_rows),
                    sum(1 for f in files if f.content != DataFileContent.DATA))
 

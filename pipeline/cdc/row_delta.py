@@ -16,6 +16,7 @@ PyIceberg) reads position deletes.
 
 from __future__ import annotations
 
+import copyreg
 import uuid
 from collections.abc import Iterable
 
@@ -33,6 +34,7 @@ from pyiceberg.manifest import (
     ManifestFile,
     ManifestWriterV2,
 )
+from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
 from pyiceberg.table import WriteTask
 from pyiceberg.table.snapshots import Operation, Summary
 from pyiceberg.table.update.snapshot import _FastAppendFiles
@@ -45,31 +47,62 @@ POSITION_DELETE_SCHEMA = pa.schema([
 ])
 
 
-def write_data_file(table_metadata, io, rows: pa.Table) -> DataFile:
-    """``rows`` as one data file, in the order given (the key index records row positions)."""
+def write_data_file(table_metadata, io, rows: pa.Table, bucket: int | None = None) -> DataFile:
+    """``rows`` as one data file, in the order given (the key index records row positions).
+
+    ``bucket``: the key bucket the rows belong to, in a table partitioned by ``bucket(N, key)``
+    (``pipeline.cdc.buckets``); its partition value and path.
+    """
     task = WriteTask(write_uuid=uuid.uuid4(), task_id=0, schema=table_metadata.schema(),
-                     record_batches=rows.to_batches())
-    return next(iter(write_file(io, table_metadata, iter([task]))))
+                     record_batches=rows.to_batches(), partition_key=_partition_key(table_metadata, bucket))
+    written = next(iter(write_file(io, table_metadata, iter([task]))))
+    written.spec_id = table_metadata.default_spec_id  # from_args drops it: it is not a field of the record
+    return written
 
 
-def write_position_deletes(table_metadata, io, location_provider, deletes: pa.Table) -> DataFile:
-    """One position-delete file of (file_path, pos) rows, sorted as the spec asks, with path bounds."""
+def _partition_key(table_metadata, bucket: int | None) -> PartitionKey | None:
+    if bucket is None:
+        return None
+    spec = table_metadata.spec()
+    return PartitionKey([PartitionFieldValue(spec.fields[0], bucket)], spec, table_metadata.schema())
+
+
+def write_position_deletes(table_metadata, io, location_provider, deletes: pa.Table,
+                           bucket: int | None = None) -> DataFile:
+    """One position-delete file of (file_path, pos) rows, sorted as the spec asks, with path bounds.
+
+    ``bucket``: the key bucket of the data files it names (a delete file applies only to data files of its
+    own partition)."""
     deletes = deletes.cast(POSITION_DELETE_SCHEMA).sort_by([("file_path", "ascending"), ("pos", "ascending")])
-    path = location_provider.new_data_location(f"{uuid.uuid4()}-deletes.parquet")
+    partition_key = _partition_key(table_metadata, bucket)
+    path = location_provider.new_data_location(f"{uuid.uuid4()}-deletes.parquet", partition_key)
     with io.new_output(path).create(overwrite=True) as stream:
         pq.write_table(deletes, stream, compression="zstd")
     size = io.new_input(path).__len__()
     paths, positions = deletes.column("file_path"), deletes.column("pos")
-    return DataFile.from_args(
+    written = DataFile.from_args(
         content=DataFileContent.POSITION_DELETES, file_path=path, file_format=FileFormat.PARQUET,
-        partition=Record(), record_count=deletes.num_rows, file_size_in_bytes=size,
+        partition=partition_key.partition if partition_key else Record(), record_count=deletes.num_rows, file_size_in_bytes=size,
         lower_bounds={PATH_ID: paths[0].as_py().encode(), POS_ID: _long(min(positions.to_pylist()))},
-        upper_bounds={PATH_ID: paths[-1].as_py().encode(), POS_ID: _long(max(positions.to_pylist()))},
-        spec_id=table_metadata.default_spec_id)
+        upper_bounds={PATH_ID: paths[-1].as_py().encode(), POS_ID: _long(max(positions.to_pylist()))})
+    written.spec_id = table_metadata.default_spec_id
+    return written
 
 
 def _long(value: int) -> bytes:
     return int(value).to_bytes(8, "little", signed=True)
+
+
+def _data_file(fields: list, spec_id: int | None) -> DataFile:
+    file = DataFile(*fields)
+    if spec_id is not None:
+        file.spec_id = spec_id
+    return file
+
+
+# A DataFile crosses processes (Spark tasks write the files, the driver commits them): pickled as a plain Record
+# it would lose its partition spec id, which PyIceberg keeps beside the record's fields.
+copyreg.pickle(DataFile, lambda f: (_data_file, (list(f._data), getattr(f, "_spec_id", None))))
 
 
 class _DeleteManifestWriter(ManifestWriterV2):

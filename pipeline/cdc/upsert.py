@@ -23,7 +23,6 @@ import pyarrow.compute as pc
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 
-from lakehouse.errors import TransientError
 from pipeline.cdc.expiry import expire_old_snapshots
 from pipeline.cdc.fold import FoldPlan, FoldPolicy, WrittenFold, commit_fold, fold, plan_fold, write_fold
 from pipeline.cdc.images import after_fields, after_images, newest_per_key
@@ -32,14 +31,11 @@ from pipeline.cdc.live_rows import FileCounts, live_files, read_index
 from pipeline.cdc.row_delta import RowDelta, write_data_file, write_position_deletes
 from pipeline.cdc.schema_history import SchemaRecord
 from pipeline.cdc.table_evolution import HISTORY_PROPERTY, ColumnEvolution, plan, stage
+from pipeline.cdc.targets import SchemaNotYetRecorded
 from pipeline.native_memory import give_back_freed
 from pipeline.pyiceberg_tables import CachedTransaction, commit_attempts, replace_contents
 
 log = logging.getLogger(__name__)
-
-
-class SchemaNotYetRecorded(TransientError):
-    """A batch carries a column the capture's schema history does not name yet (read again, it will)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,123 @@
+"""The CDC apply on Spark: its key state by bucket, its folds, its takeover of tables the Python apply left,
+and its state split over two executor processes — on a real MariaDB binlog, broker, metastore and S3."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import urllib.request
+
+from lab.bench.cdc import free_port
+from lab.peers.cdc_python import PythonApplyJob
+from lab.reconcile import trino_rows
+from lakehouse.catalog import pyiceberg_catalog
+from lakehouse.settings_env import settings_env
+from pipeline.cdc.apply import DimensionApplyJob
+from pipeline.cdc.buckets import BUCKET_FIELD
+from pipeline.cdc.dimension_tables import committed_position
+from pipeline.cdc.fold import FoldPolicy
+from tests.pipeline.aggregates.test_aggregate_faults import _spark_home
+from tests.pipeline.cdc.test_cdc import capture, cdc, execute  # noqa: F401 - fixtures
+from tests.support.cdc import lake_rows, source_rows, start_job, wait_equal
+
+
+def _files(s, table: str) -> list:
+    loaded = pyiceberg_catalog(s).load_table(table)
+    return [task.file for task in loaded.scan().plan_files()] + \
+        [d for task in loaded.scan().plan_files() for d in task.delete_files]
+
+
+def test_takes_over_the_tables_and_offsets_the_python_apply_left(spark, cdc, capture, trino):  # noqa: F811
+    """The Python apply applies the snapshot; the Spark apply then partitions the tables by key bucket,
+    rewrites their files into the buckets once, and goes on from the offsets the tables hold."""
+    python = PythonApplyJob(spark, cdc)
+    try:
+        wait_equal(spark, cdc, 60, drain=python.run_once)
+        execute(cdc, "UPDATE user_member SET memberLevel = 3 WHERE userid = '555655'",
+                "DELETE FROM products WHERE productId = '4'")
+        wait_equal(spark, cdc, 60, drain=python.run_once)
+    finally:
+        python.close()
+    table = pyiceberg_catalog(cdc).load_table(cdc.catalog.members_table)
+    before = committed_position(table).offsets
+    assert not table.spec().fields and before
+    execute(cdc, "UPDATE user_member SET memberLevel = 5 WHERE userid = '10952'",
+            "INSERT INTO products (productId, name, description, product_price) VALUES ('t9', 'n', 'd', 9.5)")
+    job = DimensionApplyJob(spark, cdc)
+    try:
+        for name in (cdc.catalog.members_table, cdc.catalog.products_table):
+            table = pyiceberg_catalog(cdc).load_table(name)
+            assert [f.name for f in table.spec().fields] == [BUCKET_FIELD]
+            assert {f.spec_id for f in _files(cdc, name)} == {table.spec().spec_id}  # every file in a bucket
+        # taken over, not rebuilt: the offsets are where the Python apply left them
+        assert committed_position(pyiceberg_catalog(cdc).load_table(cdc.catalog.members_table)).offsets == before
+        wait_equal(spark, cdc, 60, drain=job.run_once)
+        execute(cdc, "DELETE FROM user_member WHERE userid = '513248'",
+                "UPDATE products SET product_price = 7.25 WHERE productId = '2'")
+        wait_equal(spark, cdc, 60, drain=job.run_once)
+    finally:
+        job.close()
+    assert trino_rows(cdc) == source_rows(cdc) == lake_rows(spark, cdc)
+    assert not capture
+
+
+def test_a_key_updated_right_after_its_row_was_folded_into_another_file(spark, cdc, capture, trino):  # noqa: F811
+    """Folds every two batches: rows move between files inside their bucket, and each bucket's index follows
+    them, so an update of a moved row replaces it (a stale index would leave the old row alive)."""
+    job = DimensionApplyJob(spark, cdc)
+    job.policy = FoldPolicy(fold_files=2, tier_fan_in=2, rewrite_deleted_share=0.0)
+    job.recover()
+    try:
+        wait_equal(spark, cdc, 60, drain=job.run_once)
+        folded = 0
+        for level in range(1, 9):
+            execute(cdc, f"UPDATE user_member SET memberLevel = {level}",
+                    f"UPDATE products SET product_price = {level}.5")
+            before = {f.file_path for f in _files(cdc, cdc.catalog.members_table)}
+            wait_equal(spark, cdc, 60, drain=job.run_once)
+            after = {f.file_path for f in _files(cdc, cdc.catalog.members_table)}
+            folded += bool(before - after)  # a file left the table: a fold moved its rows
+        assert folded >= 2
+    finally:
+        job.close()
+    assert trino_rows(cdc) == source_rows(cdc) == lake_rows(spark, cdc)
+    files = _files(cdc, cdc.catalog.members_table)
+    buckets = {f.partition[0] for f in files}
+    assert len(buckets) > 1 and all(0 <= b < cdc.pipeline.cdc_buckets for b in buckets)
+    assert not capture
+
+
+def _gauges(port: int, name: str) -> dict[str, float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return {labels: float(value) for labels, value in re.findall(rf"^{name}\{{(.*)\}} (\S+)$", text, re.M)}
+
+
+def test_the_key_state_is_split_over_two_executors(spark, cdc, capture, tmp_path):  # noqa: F811
+    """`lakehouse run dims` with two executor processes: Spark's block managers report how much of the cached key
+    state each executor holds, and neither holds more than 60 % of it."""
+    rows = [", ".join(f"('s{i}-{j}', 'n', 1)" for j in range(500)) for i in range(20)]
+    execute(cdc, *[f"INSERT INTO user_member (userid, name, memberLevel) VALUES {values}" for values in rows])
+    port = free_port(cdc.metrics.host)
+    env = {**os.environ, **settings_env(cdc, with_secrets=True), "LAKEHOUSE_METRICS__PIPELINE_PORT": str(port),
+           "SPARK_MASTER": "local-cluster[2,1,1024]", "SPARK_HOME": str(_spark_home(tmp_path))}
+    process = start_job("dims", env, (tmp_path / "dims.log").open("ab"))
+    try:
+        wait_equal(spark, cdc, 240)
+        deadline = time.monotonic() + 60
+        held: dict[str, float] = {}
+        while time.monotonic() < deadline:
+            held = {k: v for k, v in _gauges(port, "lakehouse_cdc_state_executor_bytes").items() if v > 0}
+            if len(held) == 2:
+                break
+            time.sleep(1)
+        assert len(held) == 2, f"the state is held by {held}, not by two executors ({(tmp_path / 'dims.log')})"
+        total = sum(held.values())
+        assert all(v <= 0.6 * total for v in held.values()), held
+        keys = _gauges(port, "lakehouse_cdc_state_keys")
+        assert sum(v for k, v in keys.items() if cdc.catalog.members_table in k) == len(source_rows(cdc)["user_member"])
+    finally:
+        process.terminate()
+        process.wait(60)
+    assert not capture
+
