@@ -73,3 +73,10 @@ def start_job(command: str, env: dict, log) -> subprocess.Popen:
     """`lakehouse run <command>` in its own process group (so a kill -9 takes its JVM along)."""
     return subprocess.Popen([sys.executable, "-m", "cli.main", "run", command, "--log-level", "warning"],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def execute(s, *statements, user=None):
+    with mariadb_connect(s, user=user or s.mariadb.app_user, database=s.mariadb.database) as conn, \
+            conn.cursor() as cur:
+        for sql in statements:
+            cur.execute(sql)

@@ -9,37 +9,14 @@ import random
 import signal
 import threading
 import time
-from pathlib import Path
 
 import psutil
-import pyspark
 
 from lab.bench.cdc import free_port
 from lakehouse.settings_env import settings_env
 from tests.support.aggregates import append_clicks, click_rows, matches, wait_until
 from tests.support.cdc import start_job
-
-
-def _executors(pid: int) -> list[psutil.Process]:
-    """The executor JVMs the aggregate process's driver launched."""
-    found = []
-    for process in psutil.Process(pid).children(recursive=True):
-        try:
-            if "CoarseGrainedExecutorBackend" in " ".join(process.cmdline()):
-                found.append(process)
-        except psutil.Error:  # ended meanwhile (a zombie until its parent reaps it)
-            continue
-    return found
-
-
-def _spark_home(tmp_path: Path) -> Path:
-    """PySpark's own Spark as SPARK_HOME, through links: the in-driver worker writes its executors' work
-    directories under SPARK_HOME/work, which must not be the installed package."""
-    home = tmp_path / "spark-home"
-    home.mkdir()
-    for entry in Path(pyspark.__file__).parent.iterdir():
-        (home / entry.name).symlink_to(entry)
-    return home
+from tests.support.spark_cluster import TWO_EXECUTORS, executors, spark_home
 
 
 def _committed_position(spark, settings) -> bool:
@@ -53,7 +30,7 @@ def test_kill_minus_nine_of_the_driver_and_an_executor_mid_batch_loses_and_doubl
            "LAKEHOUSE_PIPELINE__AGGREGATE_TRIGGER_SECONDS": "0.5",
            "LAKEHOUSE_METRICS__AGGREGATE_PORT": str(free_port(agg_settings.metrics.host)),
            # two executors of one core each, processes of their own, launched by an in-driver standalone worker
-           "SPARK_MASTER": "local-cluster[2,1,1024]", "SPARK_HOME": str(_spark_home(tmp_path))}
+           "SPARK_MASTER": TWO_EXECUTORS, "SPARK_HOME": str(spark_home(tmp_path))}
     log = (tmp_path / "aggregate.log").open("ab")
     rng = random.Random(7)
     append_clicks(spark, agg_settings, click_rows(100, rng))
@@ -81,13 +58,13 @@ def test_kill_minus_nine_of_the_driver_and_an_executor_mid_batch_loses_and_doubl
                 kills += 1
             else:
                 deadline = time.monotonic() + 120
-                while not (executors := _executors(process.pid)):
+                while not (running := executors(process.pid)):
                     assert time.monotonic() < deadline, "no executor process ever started"
                     time.sleep(0.1)
-                victim_pid = rng.choice(executors).pid
+                victim_pid = rng.choice(running).pid
                 psutil.Process(victim_pid).kill()  # its tasks run again elsewhere; the worker launches a new one
-                seen = {e.pid for e in executors}
-                while not ({e.pid for e in _executors(process.pid)} - seen):
+                seen = {e.pid for e in running}
+                while not ({e.pid for e in executors(process.pid)} - seen):
                     assert time.monotonic() < deadline + 60, "no executor was launched after the kill"
                     time.sleep(0.2)
                 kills += 1

@@ -14,43 +14,8 @@ from pipeline.cdc.apply import DimensionApplyJob
 from pipeline.cdc.capture import Capture
 from pipeline.cdc.checkpoints import read_checkpoint
 from pipeline.cdc.ddl import SchemaChangeError
-from tests.support.cdc import isolated_cdc_settings, lake_rows, source_rows, wait_equal
+from tests.support.cdc import execute, lake_rows, source_rows, wait_equal
 from tests.support.kafka import consume_all
-
-
-@pytest.fixture
-def cdc(settings):
-    return isolated_cdc_settings(settings)
-
-
-@pytest.fixture
-def capture(cdc):
-    stop = threading.Event()
-    errors: list[BaseException] = []
-    cap = Capture(cdc)
-
-    def run():
-        try:
-            cap.run(stop)
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while read_checkpoint(cdc) is None:  # the snapshot is done once a position is durable
-        assert time.monotonic() < deadline and not errors, errors
-        time.sleep(0.2)
-    yield errors
-    stop.set()
-    thread.join(30)
-
-
-def execute(s, *statements, user=None):
-    with mariadb_connect(s, user=user or s.mariadb.app_user, database=s.mariadb.database) as conn, \
-            conn.cursor() as cur:
-        for sql in statements:
-            cur.execute(sql)
 
 
 def test_snapshot_then_seed_scenario_visible_within_seconds(spark, cdc, capture):

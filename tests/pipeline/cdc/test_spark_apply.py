@@ -17,9 +17,8 @@ from pipeline.cdc.apply import DimensionApplyJob
 from pipeline.cdc.buckets import BUCKET_FIELD
 from pipeline.cdc.dimension_tables import committed_position
 from pipeline.cdc.fold import FoldPolicy
-from tests.pipeline.aggregates.test_aggregate_faults import _spark_home
-from tests.pipeline.cdc.test_cdc import capture, cdc, execute  # noqa: F401 - fixtures
-from tests.support.cdc import lake_rows, source_rows, start_job, wait_equal
+from tests.support.cdc import execute, lake_rows, source_rows, start_job, wait_equal
+from tests.support.spark_cluster import TWO_EXECUTORS, spark_home
 
 
 def _files(s, table: str) -> list:
@@ -28,7 +27,7 @@ def _files(s, table: str) -> list:
         [d for task in loaded.scan().plan_files() for d in task.delete_files]
 
 
-def test_takes_over_the_tables_and_offsets_the_python_apply_left(spark, cdc, capture, trino):  # noqa: F811
+def test_takes_over_the_tables_and_offsets_the_python_apply_left(spark, cdc, capture, trino):
     """The Python apply applies the snapshot; the Spark apply then partitions the tables by key bucket,
     rewrites their files into the buckets once, and goes on from the offsets the tables hold."""
     python = PythonApplyJob(spark, cdc)
@@ -62,7 +61,7 @@ def test_takes_over_the_tables_and_offsets_the_python_apply_left(spark, cdc, cap
     assert not capture
 
 
-def test_a_key_updated_right_after_its_row_was_folded_into_another_file(spark, cdc, capture, trino):  # noqa: F811
+def test_a_key_updated_right_after_its_row_was_folded_into_another_file(spark, cdc, capture, trino):
     """Folds every two batches: rows move between files inside their bucket, and each bucket's index follows
     them, so an update of a moved row replaces it (a stale index would leave the old row alive)."""
     job = DimensionApplyJob(spark, cdc)
@@ -93,14 +92,14 @@ def _gauges(port: int, name: str) -> dict[str, float]:
     return {labels: float(value) for labels, value in re.findall(rf"^{name}\{{(.*)\}} (\S+)$", text, re.M)}
 
 
-def test_the_key_state_is_split_over_two_executors(spark, cdc, capture, tmp_path):  # noqa: F811
+def test_the_key_state_is_split_over_two_executors(spark, cdc, capture, tmp_path):
     """`lakehouse run dims` with two executor processes: Spark's block managers report how much of the cached key
     state each executor holds, and neither holds more than 60 % of it."""
     rows = [", ".join(f"('s{i}-{j}', 'n', 1)" for j in range(500)) for i in range(20)]
     execute(cdc, *[f"INSERT INTO user_member (userid, name, memberLevel) VALUES {values}" for values in rows])
     port = free_port(cdc.metrics.host)
     env = {**os.environ, **settings_env(cdc, with_secrets=True), "LAKEHOUSE_METRICS__PIPELINE_PORT": str(port),
-           "SPARK_MASTER": "local-cluster[2,1,1024]", "SPARK_HOME": str(_spark_home(tmp_path))}
+           "SPARK_MASTER": TWO_EXECUTORS, "SPARK_HOME": str(spark_home(tmp_path))}
     process = start_job("dims", env, (tmp_path / "dims.log").open("ab"))
     try:
         wait_equal(spark, cdc, 240)
