@@ -230,8 +230,10 @@ class DimensionApplyJob(KafkaBatchJob):
                         time.monotonic() - began)
 
     def _works(self) -> dict[str, TableWork]:
-        policy = replace(self.policy, max_rewrite_rows=max(self.policy.max_rewrite_rows // self.buckets,
-                                                           self.policy.target_rows))
+        # a bucket's share of the table: files of a bucket's size, and folds of a bucket's share of the rows
+        target = max(self.policy.target_rows // self.buckets, 100_000)
+        policy = replace(self.policy, target_rows=target,
+                         max_rewrite_rows=max(self.policy.max_rewrite_rows // self.buckets, target))
         out = {}
         for topic, table in self.handles.items():
             target = self.targets[topic]
@@ -273,6 +275,9 @@ class DimensionApplyJob(KafkaBatchJob):
             raise
         self._swap(new)
         self._observe(works, by_bucket, applied)
+        log.info("dims: %d changes: Spark job %.2fs (slowest bucket %.2fs), commits %.2fs", sum(counts), applied,
+                 max((o.seconds for done in by_bucket.values() for o in done.values()), default=0),
+                 time.monotonic() - began - applied)
         return sum(counts)
 
     def _changes(self, batch: Batch, works: dict[str, TableWork]):
