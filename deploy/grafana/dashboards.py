@@ -76,6 +76,19 @@ DASHBOARDS: dict[str, tuple[str, list[PanelSpec]]] = {
             q("sum by (table, op) (rate(lakehouse_cdc_events_total[1m]))", "{{table}} {{op}}"),)),
         PanelSpec("Rows applied/s", "ops", (
             q("sum by (table, action) (rate(lakehouse_cdc_rows_applied_total[1m]))", "{{table}} {{action}}"),)),
+        PanelSpec("Apply batch: Spark job and commits (p95)", "s", (
+            q('histogram_quantile(0.95, sum by (le) (rate(lakehouse_cdc_stage_seconds_bucket{stage="apply"}[5m])))',
+              "Spark job (read, shuffle, apply)"),
+            q('histogram_quantile(0.95, sum by (le, table) (rate(lakehouse_pipeline_commit_duration_seconds_bucket'
+              '{table=~"dim.*"}[5m])))', "commit {{table}}"),
+            q('histogram_quantile(0.95, sum by (le) (rate(lakehouse_pipeline_batch_duration_seconds_bucket'
+              '{pipeline="dims"}[5m])))', "whole batch"))),
+        PanelSpec("Apply key state by executor (cached bytes)", "bytes", (
+            q("lakehouse_cdc_state_executor_bytes", "executor {{executor}}"),)),
+        PanelSpec("Apply key state: live keys per bucket", "short", (
+            q("lakehouse_cdc_state_keys", "{{table}} bucket {{bucket}}"),)),
+        PanelSpec("Apply input rows/s", "ops", (
+            q('sum(rate(lakehouse_pipeline_rows_total{pipeline="dims",stage="in"}[1m]))', "changes in"),)),
     ]),
     "lakehouse-tables": ("Lakehouse table health", [
         PanelSpec("Live data files", "short", (q("lakehouse_table_data_files", "{{table}}"),)),

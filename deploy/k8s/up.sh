@@ -114,7 +114,7 @@ for d in hive-metastore trino-coordinator; do
   run "${kubectl[@]}" -n "$ns" rollout status "deployment/$d" --timeout=600s; done
 
 step "pipeline, CDC, observability, load generator"
-for d in cdc-capture dims-apply freshness-probe prometheus grafana locust-master locust-worker; do
+for d in cdc-capture freshness-probe prometheus grafana locust-master locust-worker; do
   run "${kubectl[@]}" -n "$ns" rollout status "deployment/$d" --timeout=600s; done
 for app in pipeline; do
   echo "waiting for SparkApplication $app to run"

@@ -1,17 +1,20 @@
-"""The CDC apply on Spark: Debezium change topics merged into the dimension tables, one Spark task per key bucket.
+"""The CDC apply on Spark: Debezium change topics merged into the dimension tables, the key state spread over the executors.
 
 Each dimension table is partitioned by ``bucket(N, key)`` (``pipeline.cdc.buckets``), and the
-apply's key state lives in an RDD of N one-element partitions: partition *i* holds bucket *i*
-of every table (its key index and its live files), cached on the executor that computed it. A
-batch is one Spark job of two stages:
+apply's key state lives in an RDD of P partitions, as many as the application has cores (at
+most N): partition *p* holds buckets *p*, *p* + P, ... of every table (each bucket's key index
+and live files), cached on the executor that computed it. The state is built in one wave of P
+tasks, one a core, so each executor holds the share of it its cores are of the whole, and
+keeps it: the next batch's task for partition *p* runs where *p*'s block is. A batch is one
+Spark job of two stages:
 
 1. **read**: tasks fetch the batch's planned Kafka ranges (``kafka_source.fetch``), decode the
-   envelopes (``cdc.changes``) and cut them by key bucket; a shuffle brings bucket *i*'s
-   changes to partition *i*;
-2. **apply**: task *i* zips its cached bucket with its changes and applies them
+   envelopes (``cdc.changes``) and cut them by key bucket; a shuffle brings each bucket's
+   changes to the partition that holds the bucket;
+2. **apply**: task *p* zips its cached buckets with their changes and applies them
    (``buckets.apply``): a fold when one is due, one data file of after-images and one
-   position-delete file per table. Its bucket as it stands after the batch is cached as the
-   next batch's state; the files it wrote go to the driver.
+   position-delete file per bucket and table. Its buckets as they stand after the batch are
+   cached as the next batch's state; the files they wrote go to the driver (an accumulator).
 
 The driver plans the ranges and commits one snapshot per table with all buckets' files and the
 topic's end offsets (``RowDelta``): the offsets in the snapshot stay the only record of
@@ -25,9 +28,9 @@ read again.
 
 Why not Structured Streaming with ``transformWithStateInPandas``: its state store keeps its
 own checkpoint of offsets and state, which would have to be brought back in step with the
-Iceberg snapshot after every crash, and a per-key state row was ~0.7 ms a key per batch in
-Python (docs/cdc.md). Why not ``MERGE INTO``: it reads every key of the table each batch
-(``lab.peers.cdc_merge``; at 10 M rows, p95 22 s).
+Iceberg snapshot after every crash, and a state row per key cost more per batch in Python than
+this whole apply (docs/cdc.md). Why not ``MERGE INTO``: it reads every key of the table each
+batch (``lab.peers.cdc_merge``, measured in docs/cdc.md).
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ from pipeline.pyiceberg_tables import CachedTransaction
 log = logging.getLogger(__name__)
 
 #: one element per batch of pickled data: the state's and the changes' partitions each hold one element, and two
-#: RDDs zip without a reserialising pass over the state only when their serializers are equal
+#: RDDs zip without a pass that pickles the state again only when their serializers are equal
 ONE = BatchedSerializer(CPickleSerializer(), 1)
 
 

@@ -52,8 +52,7 @@ def test_parallel_parts_scale_out_and_each_table_keeps_one_committer(docs):
     pipeline = _named(docs, "SparkApplication", "pipeline")
     assert pipeline["spec"]["executor"]["instances"] == 3
     assert len([d for d in docs if d["kind"] == "SparkApplication"]) == 1
-    for writer in ("cdc-capture", "dims-apply"):
-        assert _named(docs, "Deployment", writer)["spec"]["replicas"] == 1
+    assert _named(docs, "Deployment", "cdc-capture")["spec"]["replicas"] == 1
     workers = _named(docs, "Deployment", "trino-worker")
     assert workers["spec"]["replicas"] >= 2
     coordinator = next(d for d in docs if d["kind"] == "ConfigMap"

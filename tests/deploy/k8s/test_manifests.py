@@ -48,10 +48,11 @@ def test_overlay_renders_the_whole_system(docs):
     assert {"Namespace", "Kafka", "KafkaNodePool", "KafkaTopic", "StatefulSet", "Deployment", "Job", "Service",
             "SparkApplication", "ScheduledSparkApplication", "NetworkPolicy", "Secret", "ConfigMap"} <= kinds
     assert {d["metadata"]["name"] for d in by_kind(docs, "SparkApplication")} == {"pipeline"}
-    # the Spark-free writers are plain Deployments, one replica each; the live aggregates run in the pipeline
+    # the binlog capture (the source connector) is a plain Deployment; every data job runs in the pipeline
     deployments = {d["metadata"]["name"] for d in by_kind(docs, "Deployment")}
-    assert {"cdc-capture", "dims-apply"} <= deployments and "live-aggregates" not in deployments
-    assert "aggregate" in named(docs, "SparkApplication", "pipeline")["spec"]["arguments"][-1].split(",")
+    assert "cdc-capture" in deployments and not deployments & {"dims-apply", "live-aggregates"}
+    jobs = named(docs, "SparkApplication", "pipeline")["spec"]["arguments"][-1].split(",")
+    assert {"clicks", "dims", "aggregate", "maintain"} == set(jobs)
     assert {d["spec"]["topicName"] for d in by_kind(docs, "KafkaTopic")} == set(cluster_settings().topics())
     assert all(d["metadata"].get("namespace") == "lakehouse" for d in docs if d["kind"] != "Namespace")
     deny = named(docs, "NetworkPolicy", "default-deny")

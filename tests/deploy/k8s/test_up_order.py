@@ -207,7 +207,7 @@ def test_the_spark_operator_submits_with_the_spark_the_jobs_run(steps):
 
 def test_the_writers_are_ready_only_while_they_work(docs):
     """Their /metrics answers as soon as the process starts; /ready only while batches succeed."""
-    for name in ("cdc-capture", "dims-apply"):
+    for name in ("cdc-capture",):
         deployment = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == name)
         probe = deployment["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
         assert probe["httpGet"]["path"] == "/ready", name
