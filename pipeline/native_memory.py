@@ -23,6 +23,8 @@ import ctypes.util
 import logging
 from functools import cache
 
+import pyarrow as pa
+
 log = logging.getLogger(__name__)
 
 #: glibc's mallopt parameters (malloc.h)
@@ -62,7 +64,9 @@ def keep_resident_small() -> bool:
 
 
 def give_back_freed() -> None:
-    """Return the free pages the allocator holds, in every arena, to the system (after a step that freed many)."""
+    """Return the free pages the allocators hold to the system (after a step that freed many): glibc's, in every
+    arena, and Arrow's pool's."""
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
+    pa.default_memory_pool().release_unused()

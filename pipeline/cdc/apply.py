@@ -68,6 +68,7 @@ from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
 from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.planner import Planner
 from pipeline.kafka_source.ranges import balance
+from pipeline.native_memory import give_back_freed
 from pipeline.pyiceberg_tables import CachedTransaction
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ def _read_changes(groups: list[list[tuple[str, int, int, int]]], bootstrap: str,
                     of = buckets_of(changes.column("pk").combine_chunks(), *key_types[topic], buckets)
                     for bucket in np.unique(of).tolist():
                         yield bucket, (topic, changes.filter(pa.array(of == bucket)))
+        give_back_freed()  # a long-lived Python worker: the decoded records go back
 
     return run
 
@@ -234,9 +236,9 @@ class DimensionApplyJob(KafkaBatchJob):
 
     def _works(self) -> dict[str, TableWork]:
         # a bucket's share of the table: files of a bucket's size, and folds of a bucket's share of the rows
-        target = max(self.policy.target_rows // self.buckets, 100_000)
-        policy = replace(self.policy, target_rows=target,
-                         max_rewrite_rows=max(self.policy.max_rewrite_rows // self.buckets, target))
+        rows = max(self.policy.target_rows // self.buckets, 100_000)
+        policy = replace(self.policy, target_rows=rows,
+                         max_rewrite_rows=max(self.policy.max_rewrite_rows // self.buckets, rows))
         out = {}
         for topic, table in self.handles.items():
             target = self.targets[topic]
@@ -320,16 +322,25 @@ class DimensionApplyJob(KafkaBatchJob):
         return out
 
     def _commit(self, topic: str, outcomes: list[Outcome], ends: dict[int, int], extra: dict[str, str]) -> int:
-        """One snapshot of every bucket's files for ``topic``'s table, with the topic's end offsets."""
+        """Every bucket's files for ``topic``'s table: the folds' first, as a ``replace`` of their own (the same
+        rows in other files: incremental readers skip it), then the batch's in one snapshot with the topic's end
+        offsets."""
         target, table = self.targets[topic], self.handles[topic]
         began = time.monotonic()
-        removed = [f for o in outcomes for f in o.removed]
+        removed = [f for o in outcomes for f in o.fold_removed]
+        if removed:
+            with CachedTransaction(table) as tx:
+                fold = RowDelta(tx, table.io, {}, rewrite=True, same_rows=True)
+                with fold:
+                    for file in removed:
+                        fold.remove(file)
+                    for outcome in outcomes:
+                        for file in outcome.fold_added:
+                            fold.add(file)
         properties = {**kafka_offsets.commit_properties({topic: ends}, self.planner.topic_ids), **extra}
         with CachedTransaction(table) as tx:
-            delta = RowDelta(tx, table.io, properties, rewrite=bool(removed))
+            delta = RowDelta(tx, table.io, properties)
             with delta:
-                for file in removed:
-                    delta.remove(file)
                 for outcome in outcomes:
                     for file in outcome.added:
                         delta.add(file)

@@ -36,6 +36,7 @@ from pipeline.cdc.key_index import ABSENT, KeyIndex, key_hashes
 from pipeline.cdc.live_rows import FileCounts, index_of_files
 from pipeline.cdc.row_delta import write_data_file, write_position_deletes
 from pipeline.cdc.targets import SchemaNotYetRecorded
+from pipeline.native_memory import give_back_freed, keep_resident_small
 
 #: the partition field's name in every bucketed dimension table
 BUCKET_FIELD = "key_bucket"
@@ -86,8 +87,9 @@ class Bucket:
 class Outcome:
     """What a bucket task did to one table in one batch: the driver commits these files."""
 
-    added: list[DataFile] = field(default_factory=list)
-    removed: list[DataFile] = field(default_factory=list)
+    added: list[DataFile] = field(default_factory=list)  # the batch's data and delete files
+    fold_removed: list[DataFile] = field(default_factory=list)  # a fold's files out and in: the same rows
+    fold_added: list[DataFile] = field(default_factory=list)
     upserts: int = 0
     deletes: int = 0
     oldest_ms: int | None = None  # the source time of the oldest change applied
@@ -118,6 +120,7 @@ def apply(bucket: Bucket, work: TableWork, changes: pa.Table | None) -> Outcome:
     one data file and one position-delete file; returns the files to commit. (Spark hands each task its
     own copy of the cached bucket, so a batch that fails leaves the cached one as it was.)"""
     began = time.monotonic()
+    keep_resident_small()
     outcome = Outcome()
     io = load_file_io(work.io_properties, work.metadata.location)
     locations = load_location_provider(work.metadata.location, work.metadata.properties)
@@ -127,6 +130,7 @@ def apply(bucket: Bucket, work: TableWork, changes: pa.Table | None) -> Outcome:
         _write(bucket, work, io, locations, changes, outcome)
     outcome.live_keys, outcome.index_bytes = len(bucket.index), bucket.index.nbytes
     outcome.seconds = time.monotonic() - began
+    give_back_freed()  # a long-lived Python worker: what a batch's Arrow tables and arrays held goes back
     return outcome
 
 
@@ -180,8 +184,8 @@ def _fold(bucket: Bucket, work: TableWork, io, locations, outcome: Outcome) -> N
         bucket.data[file.file_path] = file
     for file in written.deletes:
         bucket.deletes[file.file_path] = file
-    outcome.removed += [*plan.rewrite, *plan.old_deletes]
-    outcome.added += [f for f, *_ in written.data] + written.deletes
+    outcome.fold_removed += [*plan.rewrite, *plan.old_deletes]
+    outcome.fold_added += [f for f, *_ in written.data] + written.deletes
     outcome.folded = True
     bucket.counts = FileCounts.of_files([*bucket.data.values(), *bucket.deletes.values()], work.policy)
 
