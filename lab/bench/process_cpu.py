@@ -10,6 +10,7 @@ since it may be the stack's process rather than the soak's child.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 
@@ -141,8 +142,11 @@ def tree_pids(pid: int) -> list[int]:
 
 
 def tree_peak_rss_mb(pid: int) -> float:
-    """The peaks (``peak_rss_mb``) of ``pid`` and its descendants, summed: at most what they held at once."""
-    return sum(peak_rss_mb(p) for p in tree_pids(pid))
+    """The peaks (``peak_rss_mb``) of ``pid`` and its descendants, summed: at most what they held at once. A
+    descendant that ended between the listing and the reading (a Spark executor's short-lived helpers) counts
+    nothing; NaN only when no peak could be read at all."""
+    peaks = [peak for peak in (peak_rss_mb(p) for p in tree_pids(pid)) if not math.isnan(peak)]
+    return sum(peaks) if peaks else float("nan")
 
 
 def peak_rss_mb(pid: int) -> float:

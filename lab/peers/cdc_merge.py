@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -252,23 +251,11 @@ def _newest(rows: DataFrame, key: str) -> DataFrame:
 
 
 def main() -> None:
-    """`python -m lab.peers.cdc_merge`: the peer as a process of its own, as `lakehouse run dims` runs the apply
-    (settings from LAKEHOUSE_* variables, /metrics on the pipeline's port, stopped by SIGTERM between batches)."""
-    from lakehouse.settings import load_settings  # deferred: a process entry point, not the peer's import
-    from pipeline.metrics import serve
-    from pipeline.runner import install_stop_handlers, run_loop
+    """`python -m lab.peers.cdc_merge`: the peer as a process of its own (``lab.peers.process``)."""
+    from lab.peers.process import run_peer  # deferred: a process entry point, not the peer's import
     from pipeline.spark_session import build_session
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = load_settings()
-    serve(settings.metrics.host, settings.metrics.pipeline_port)
-    stop = threading.Event()
-    install_stop_handlers(stop)
-    job = MergeApplyJob(build_session(settings, "lakehouse-cdc-merge-peer"), settings)
-    try:
-        run_loop(job, settings.pipeline.dims_trigger_seconds, stop)
-    finally:
-        job.close()
+    run_peer(lambda settings: MergeApplyJob(build_session(settings, "lakehouse-cdc-merge-peer"), settings))
 
 
 if __name__ == "__main__":

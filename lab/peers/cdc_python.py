@@ -147,24 +147,10 @@ def _one_table(batches: list[pa.RecordBatch]) -> pa.Table:
 
 
 def main() -> None:
-    """`python -m lab.peers.cdc_python`: the peer as a process of its own, as `lakehouse run dims` runs the apply
-    (settings from LAKEHOUSE_* variables, /metrics on the pipeline's port, stopped by SIGTERM between batches)."""
-    import threading  # deferred: a process entry point, not the peer's import
+    """`python -m lab.peers.cdc_python`: the peer as a process of its own (``lab.peers.process``)."""
+    from lab.peers.process import run_peer  # deferred: a process entry point, not the peer's import
 
-    from lakehouse.settings import load_settings
-    from pipeline.metrics import serve
-    from pipeline.runner import install_stop_handlers, run_loop
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = load_settings()
-    serve(settings.metrics.host, settings.metrics.pipeline_port)
-    stop = threading.Event()
-    install_stop_handlers(stop)
-    job = PythonApplyJob(None, settings)
-    try:
-        run_loop(job, settings.pipeline.dims_trigger_seconds, stop)
-    finally:
-        job.close()
+    run_peer(lambda settings: PythonApplyJob(None, settings))
 
 
 if __name__ == "__main__":

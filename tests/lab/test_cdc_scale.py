@@ -8,7 +8,7 @@ from lab.bench.cdc_scale import run
 
 
 def test_kill_9_of_capture_and_apply_at_scale_loses_and_doubles_nothing(settings):
-    # 60,000 members: above the 50,000 rows under which the writer replaces a small table whole
+    # 60,000 members: enough for a snapshot of several batches, each spread over the buckets
     result = run(settings, 60_000, rate=300, duration=24, progress=lambda _: None, engines=("duckdb",), chaos=True)
     assert len(result.kills) == 5  # two during the snapshot, two during the changes, the apply's timed restart
     # the timed restart ran to its end: a peak memory read from the kernel, a time (NaN until measured)

@@ -27,36 +27,35 @@ def _files(s, table: str) -> list:
         [d for task in loaded.scan().plan_files() for d in task.delete_files]
 
 
+def _apply_around(spark, cdc, job, *statements: str) -> None:
+    """Until the tables equal the source, then ``statements`` in the source, and again; the job closed after."""
+    try:
+        wait_equal(spark, cdc, 60, drain=job.run_once)
+        execute(cdc, *statements)
+        wait_equal(spark, cdc, 60, drain=job.run_once)
+    finally:
+        job.close()
+
+
 def test_takes_over_the_tables_and_offsets_the_python_apply_left(spark, cdc, capture, trino):
     """The Python apply applies the snapshot; the Spark apply then partitions the tables by key bucket,
     rewrites their files into the buckets once, and goes on from the offsets the tables hold."""
-    python = PythonApplyJob(spark, cdc)
-    try:
-        wait_equal(spark, cdc, 60, drain=python.run_once)
-        execute(cdc, "UPDATE user_member SET memberLevel = 3 WHERE userid = '555655'",
-                "DELETE FROM products WHERE productId = '4'")
-        wait_equal(spark, cdc, 60, drain=python.run_once)
-    finally:
-        python.close()
+    _apply_around(spark, cdc, PythonApplyJob(spark, cdc), "UPDATE user_member SET memberLevel = 3 WHERE userid = '555655'",
+                  "DELETE FROM products WHERE productId = '4'")
     table = pyiceberg_catalog(cdc).load_table(cdc.catalog.members_table)
     before = committed_position(table).offsets
     assert not table.spec().fields and before
     execute(cdc, "UPDATE user_member SET memberLevel = 5 WHERE userid = '10952'",
             "INSERT INTO products (productId, name, description, product_price) VALUES ('t9', 'n', 'd', 9.5)")
     job = DimensionApplyJob(spark, cdc)
-    try:
-        for name in (cdc.catalog.members_table, cdc.catalog.products_table):
-            table = pyiceberg_catalog(cdc).load_table(name)
-            assert [f.name for f in table.spec().fields] == [BUCKET_FIELD]
-            assert {f.spec_id for f in _files(cdc, name)} == {table.spec().spec_id}  # every file in a bucket
-        # taken over, not rebuilt: the offsets are where the Python apply left them
-        assert committed_position(pyiceberg_catalog(cdc).load_table(cdc.catalog.members_table)).offsets == before
-        wait_equal(spark, cdc, 60, drain=job.run_once)
-        execute(cdc, "DELETE FROM user_member WHERE userid = '513248'",
-                "UPDATE products SET product_price = 7.25 WHERE productId = '2'")
-        wait_equal(spark, cdc, 60, drain=job.run_once)
-    finally:
-        job.close()
+    for name in (cdc.catalog.members_table, cdc.catalog.products_table):
+        table = pyiceberg_catalog(cdc).load_table(name)
+        assert [f.name for f in table.spec().fields] == [BUCKET_FIELD]
+        assert {f.spec_id for f in _files(cdc, name)} == {table.spec().spec_id}  # every file in a bucket
+    # taken over, not rebuilt: the offsets are where the Python apply left them
+    assert committed_position(pyiceberg_catalog(cdc).load_table(cdc.catalog.members_table)).offsets == before
+    _apply_around(spark, cdc, job, "DELETE FROM user_member WHERE userid = '513248'",
+                  "UPDATE products SET product_price = 7.25 WHERE productId = '2'")
     assert trino_rows(cdc) == source_rows(cdc) == lake_rows(spark, cdc)
     assert not capture
 
