@@ -18,7 +18,7 @@ from pipeline.cdc.buckets import BUCKET_FIELD
 from pipeline.cdc.dimension_tables import committed_position
 from pipeline.cdc.fold import FoldPolicy
 from tests.support.cdc import execute, lake_rows, source_rows, start_job, wait_equal
-from tests.support.spark_cluster import TWO_EXECUTORS, spark_home
+from tests.support.spark_cluster import TWO_EXECUTORS, executors, spark_home
 
 
 def _files(s, table: str) -> list:
@@ -91,9 +91,11 @@ def _gauges(port: int, name: str) -> dict[str, float]:
     return {labels: float(value) for labels, value in re.findall(rf"^{name}\{{(.*)\}} (\S+)$", text, re.M)}
 
 
-def test_the_key_state_is_split_over_two_executors(spark, cdc, capture, tmp_path):
+def test_the_key_state_is_split_over_two_executors_and_survives_losing_one(spark, cdc, capture, trino, tmp_path):
     """`lakehouse run dims` with two executor processes: Spark's block managers report how much of the cached key
-    state each executor holds, and neither holds more than 60 % of it."""
+    state each executor holds, and neither holds more than 60 % of it. Then one executor is killed (SIGKILL) with
+    its share of the state: the batch fails, the state is read again from the tables, and the changes made
+    meanwhile arrive, none lost, none twice."""
     rows = [", ".join(f"('s{i}-{j}', 'n', 1)" for j in range(500)) for i in range(20)]
     execute(cdc, *[f"INSERT INTO user_member (userid, name, memberLevel) VALUES {values}" for values in rows])
     port = free_port(cdc.metrics.host)
@@ -114,6 +116,14 @@ def test_the_key_state_is_split_over_two_executors(spark, cdc, capture, tmp_path
         assert all(v <= 0.6 * total for v in held.values()), held
         keys = _gauges(port, "lakehouse_cdc_state_keys")
         assert sum(v for k, v in keys.items() if cdc.catalog.members_table in k) == len(source_rows(cdc)["user_member"])
+        victim = executors(process.pid)[0]
+        victim.kill()
+        execute(cdc, "UPDATE user_member SET memberLevel = memberLevel + 1 WHERE userid LIKE 's1-%'",
+                "DELETE FROM user_member WHERE userid LIKE 's2-%'",
+                "INSERT INTO products (productId, name, description, product_price) VALUES ('x7', 'n', 'd', 7.5)")
+        wait_equal(spark, cdc, 240)
+        assert victim.pid not in {e.pid for e in executors(process.pid)}  # applied by the executors there are now
+        assert trino_rows(cdc) == source_rows(cdc)
     finally:
         process.terminate()
         process.wait(60)
