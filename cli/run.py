@@ -163,8 +163,10 @@ def dims(
 ) -> None:
     """Apply CDC topics to the Iceberg dimension tables, offsets in the same commit.
 
-    A small Python process without Spark: each batch's newest change per key is upserted
-    with PyIceberg (pipeline/cdc/upsert.py). Killed at any moment, it resumes from the tables.
+    A Spark application: tasks decode the changes and apply each key bucket's newest change per
+    key where that bucket's key index is cached (pipeline/cdc/apply.py); the driver commits one
+    snapshot per table with the offsets. SPARK_MASTER=local-cluster[2,1,1024] runs it with two
+    executor processes. Killed at any moment, it resumes from the tables.
     """
     _run_single("dims", trigger, max_batches, log_level)
 

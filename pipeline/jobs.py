@@ -20,7 +20,7 @@ from lakehouse.settings import MetricsSettings, Settings
 class JobSpec:
     name: str
     factory: str  # "module:Class", imported on use: the click job loads pyspark, `run dims` never should
-    needs_spark: bool  # False: a small Python process, its writes PyIceberg commits on the driver
+    needs_spark: bool  # False: a Python process without Spark, its writes PyIceberg commits (clicks-arrow)
     trigger: Callable[[Settings], float]  # seconds between batches
     port: Callable[[MetricsSettings], int]  # its /metrics port when it runs as a process of its own
     pool_weight: Callable[[Settings], tuple[int, int]]  # (weight, minShare) of its FAIR pool in a shared app
