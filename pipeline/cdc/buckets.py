@@ -95,7 +95,6 @@ class Outcome:
     oldest_ms: int | None = None  # the source time of the oldest change applied
     live_keys: int = 0
     index_bytes: int = 0
-    folded: bool = False
     seconds: float = 0.0
 
 
@@ -186,6 +185,5 @@ def _fold(bucket: Bucket, work: TableWork, io, locations, outcome: Outcome) -> N
         bucket.deletes[file.file_path] = file
     outcome.fold_removed += [*plan.rewrite, *plan.old_deletes]
     outcome.fold_added += [f for f, *_ in written.data] + written.deletes
-    outcome.folded = True
     bucket.counts = FileCounts.of_files([*bucket.data.values(), *bucket.deletes.values()], work.policy)
 
