@@ -107,7 +107,7 @@ soak-pair: install ## The soak, then the same load without maintenance: freshnes
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench soak --pair --rate $(or $(RATE),2000) --duration $(or $(DURATION),40m) --every $(or $(EVERY),3m)
 
-chaos: install ## Fault injection under load on a stack of its own (FAULTS=all|ci|kill:clicks,...); table printed
+chaos: install ## Fault injection under load on a stack of its own (FAULTS=all|ci|kill:pipeline,...); table printed
 	@$(LAKEHOUSE) chaos --faults $(or $(FAULTS),all)
 
 bench-cdc: install ## CDC benchmark: changes/s and apply freshness (CDC_RATE=changes/s CDC_DURATION=seconds)

@@ -110,6 +110,12 @@ class S3Settings(_Service):
     admin_port: Port = 18646
     region: str = "us-east-1"
     warehouse_bucket: str = "warehouse"
+    max_volumes: int = Field(
+        256, ge=8,
+        description="Volumes the local SeaweedFS may hold (128 MiB each, made on demand). Fixed, because "
+                    "left to itself it sizes the count from the free disk at start and, on a tight disk, "
+                    "answers 500 once a few hundred MiB are written; the writers' own floor is "
+                    "pipeline.min_free_disk_mb.")
     access_key: SecretStr | None = None
     secret_key: SecretStr | None = None
 

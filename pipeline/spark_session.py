@@ -66,6 +66,9 @@ def spark_conf(settings: Settings, app_name: str, extra_jars: tuple[Path, ...] =
             # Python workers must use this interpreter (the venv with pyarrow and the project).
             "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
             "spark.pyspark.driver.python": sys.executable,
+            # Shuffle and block files under the run directory, not /tmp: a killed application's stay
+            # where `lakehouse stack down --purge` (and the test suite's cleanup) removes them.
+            "spark.local.dir": str(settings.run_dir / "spark-local"),
         })
     return conf
 
@@ -87,7 +90,7 @@ def scheduler_pools(settings: Settings) -> Path:
 
 def build_session(settings: Settings, app_name: str, master: str | None = None, extra_jars: tuple[Path, ...] = ()):
     """A SparkSession: local[2] (or ``master`` / SPARK_MASTER), or the submitter's in cluster mode."""
-    # deferred: pyspark: only for the jobs that build a session (dims and aggregates never do)
+    # deferred: pyspark: only for the jobs that build a session (clicks-arrow never does)
     from pyspark.sql import SparkSession
 
     if settings.pipeline.spark_deploy == "cluster":

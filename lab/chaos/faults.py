@@ -2,7 +2,7 @@
 
 A fault runs until it is over (a process killed and restarted by the supervisor, a
 service back up, the disk freed) and may return a note for the table. Keys name them on
-the command line: ``kill:clicks``, ``restart:kafka``, ``crash:kafka``, ``outage:s3``, ``disk-full``,
+the command line: ``kill:pipeline``, ``restart:kafka``, ``crash:kafka``, ``outage:s3``, ``disk-full``,
 ``clock``.
 """
 
@@ -92,15 +92,15 @@ def _disk_full(ctx: Context) -> str:
     ballast = run_dir / f"ballast-{uuid.uuid4().hex[:6]}"
     free_mb = shutil.disk_usage(run_dir).free / 2**20
     size = int(max(0.0, free_mb - floor_mb / 2) * 2**20)  # leave half the floor: writers stop, services live
-    clicks_log = ctx.fleet.members["clicks"].log_path
-    seen_before = clicks_log.read_text(errors="replace").count("pipeline.min_free_disk_mb")
+    pipeline_log = ctx.fleet.members["pipeline"].log_path
+    seen_before = pipeline_log.read_text(errors="replace").count("pipeline.min_free_disk_mb")
     try:
         with ballast.open("wb") as fh:
             os.posix_fallocate(fh.fileno(), 0, size)
         time.sleep(ctx.outage_seconds)
     finally:
         ballast.unlink(missing_ok=True)
-    said = clicks_log.read_text(errors="replace").count("pipeline.min_free_disk_mb") > seen_before
+    said = pipeline_log.read_text(errors="replace").count("pipeline.min_free_disk_mb") > seen_before
     return f"{size / 2**20:,.0f} MiB ballast; " + ("writers paused with a clear message" if said
                                                     else "NO disk message from the click pipeline")
 
@@ -131,7 +131,7 @@ def catalog() -> dict[str, Fault]:
 
 
 # The CI-sized subset: one of each kind of fault, the ones most likely to break exactly-once. A kill -9 of
-# the click job is not in it: tests/pipeline/clicks/test_click_faults.py kills that job twice at random
+# the pipeline application is not in it: tests/pipeline/clicks/test_click_faults.py kills the click job twice at random
 # moments under load and checks every event once, and here it cost two minutes of CI (a Spark restart on a
 # busy 2-core machine); kill:cdc stands for the supervisor restarting a killed job.
 CI_SUBSET = ("kill:cdc", "restart:kafka", "crash:kafka", "outage:s3", "outage:metastore", "disk-full", "clock")

@@ -17,17 +17,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deploy.local.processes import free_port
-
 log = logging.getLogger(__name__)
 
-# Job name in the chaos table -> `lakehouse run` arguments.
+# Process name in the chaos table -> `lakehouse run` arguments: the processes Kubernetes runs, the
+# pipeline's Spark jobs in one application (its SparkApplication's arguments) and the binlog capture.
 JOBS: dict[str, list[str]] = {
-    "clicks": ["clicks"],
-    "dims": ["dims"],
-    "aggregates": ["aggregate"],
+    "pipeline": ["pipeline", "--jobs", "clicks,dims,aggregate,maintain"],
     "cdc": ["cdc"],
-    "maintenance": ["maintain"],
 }
 
 
@@ -59,14 +55,10 @@ class Fleet:
         return self
 
     def _spawn(self, member: Member) -> None:
-        env = self.env
-        if member.name == "dims":
-            # Locally dims usually shares the pipeline's Spark app and /metrics port; alone it needs its own.
-            env = {**env, "LAKEHOUSE_METRICS__PIPELINE_PORT": str(free_port())}
         with member.log_path.open("ab") as out:
             member.proc = subprocess.Popen(
                 [sys.executable, "-m", "cli", "run", *member.args, "--log-level", "info"],
-                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self, name: str) -> None:
         """kill -9 the job's whole process group (driver JVM and Python workers alike)."""

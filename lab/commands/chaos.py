@@ -43,7 +43,7 @@ def chaos(
     skewed-clock events were dead-lettered. Prints the table and writes results/chaos-*/chaos.csv; exits 1 when
     any row lost or duplicated events or did not recover.
 
-    Examples: `lakehouse chaos --faults ci` (about 18 minutes on 2 cores), `lakehouse chaos --faults kill:clicks,outage:s3`.
+    Examples: `lakehouse chaos --faults ci` (about 5 minutes on 2 cores), `lakehouse chaos --faults kill:pipeline,outage:s3`.
     """
     from lab.chaos.faults import CI_SUBSET, catalog
     from lab.chaos.suite import chaos_stack, run_chaos

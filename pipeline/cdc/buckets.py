@@ -2,7 +2,7 @@
 
 The table is partitioned by Iceberg's own ``bucket(N, key)`` transform, so every data file and
 every position-delete file holds the rows of one bucket only. That makes the apply's per-key
-work split cleanly over Spark tasks (``pipeline.cdc.spark_apply``): bucket *i*'s task alone
+work split cleanly over Spark tasks (``pipeline.cdc.apply``): bucket *i*'s task alone
 knows where bucket *i*'s keys live (its ``KeyIndex``: 24 bytes a key), writes the batch's
 after-images of those keys into one data file of partition *i*, names the rows they replace
 in one position-delete file of partition *i*, and folds partition *i*'s small files and delete

@@ -16,7 +16,7 @@ import pytest
 
 from lab.chaos.faults import CI_SUBSET, catalog
 
-# ~12 minutes on 2 cores, part of `make test`; `make test-chaos` runs it alone.
+# ~5 minutes on 2 cores, part of `make test`; `make test-chaos` runs it alone.
 pytestmark = [pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(3000)]
 
 

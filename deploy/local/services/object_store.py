@@ -88,6 +88,7 @@ class ObjectStore(Service):
             f"-filer.port={s3.filer_port}",
             f"-admin.port={s3.admin_port}",
             f"-metricsPort={s3.metrics_port}",
+            f"-volume.max={s3.max_volumes}",
             "-s3.port.iceberg=0",
             "-s3.port.lance=0",
             "-webdav=false",
