@@ -28,11 +28,18 @@ class PipelineSettings(BaseModel):
                                    "peak in a 10 M-row snapshot and doubled the files and delete files readers open "
                                    "(docs/cdc.md).")
     cdc_buckets: int = Field(
-        4, ge=1, le=1024,
-        description="Key buckets of each dimension table: the table is partitioned by Iceberg's bucket(N, key) and "
-                    "the CDC apply runs one Spark task per bucket, each keeping its bucket's key index on its "
-                    "executor (pipeline/cdc/buckets.py). At least the executors, so each holds a share of the "
-                    "index; more buckets write more small files a batch. Changing it rewrites the tables once.")
+        2, ge=1, le=1024,
+        description="Key buckets of a dimension table the CDC apply partitions: the table is partitioned by Iceberg's "
+                    "bucket(N, key) and each Spark task of the apply keeps its buckets' key index on its executor "
+                    "(pipeline/cdc/buckets.py). At least the executors, so each holds a share of the index; each "
+                    "bucket writes its own small files a batch, so more buckets cost more a batch (docs/cdc.md). "
+                    "A table already bucketed keeps its N.")
+    cdc_shuffle_records: int = Field(
+        10_000, ge=0,
+        description="A CDC batch of more change records than this is read by a stage of its own and shuffled to "
+                    "the buckets' tasks; a smaller one is read whole by every bucket task, each keeping its own "
+                    "buckets' changes: one stage instead of two and no shuffle, for reading the batch once a task "
+                    "(docs/cdc.md, 'One stage for small batches').")
     cdc_read_ahead_mb: int = Field(
         0, ge=0, description="0: the CDC apply reads and decodes its change topics in its own process. N: a child "
                              "process does, reading up to N MB past the last batch while the apply writes it "
@@ -75,9 +82,10 @@ class PipelineSettings(BaseModel):
                              "batch first, so compaction uses what the writers leave.")
     aggregate_trigger_seconds: float = Field(2.0, gt=0, description="Micro-batch interval of the live aggregates.")
     dims_trigger_seconds: float = Field(
-        1.0, gt=0, description="Micro-batch interval of the dimension apply. Each batch is one Spark job (~0.6 s "
-                               "at 1,000 changes/s) and one commit per table (~0.2 s): at 1 s apply freshness p95 "
-                               "was 1.92 s, at 2 s 2.68 s (docs/cdc.md).")
+        2.0, gt=0, description="Micro-batch interval of the dimension apply. Each batch is one Spark job and one "
+                               "commit per table: at 1 s the apply took a quarter of a core more at 20 changes/s "
+                               "than at 2 s, which the whole system on 2 cores paid in click freshness "
+                               "(docs/benchmarks.md); apply freshness p95 stays near 2.5 s.")
     aggregate_on_snapshot_expired: Literal["rebuild", "fail"] = Field(
         "rebuild", description="When the live aggregates' position was expired by maintenance: recompute the "
                                "aggregates from the whole table, or stop with an error.")

@@ -28,6 +28,7 @@ from confluent_kafka.admin import NewTopic
 from deploy.local.services.broker import admin_client
 from lab.bench import freshness
 from lab.bench.ingest import bench_settings, commit_rate, committed_total, raw_ceiling, warm_up
+from lab.bench.scratch import discard
 from lakehouse import kafka_clients
 from lakehouse.settings import Settings
 from pipeline.clicks.job import ClickIngestJob
@@ -117,6 +118,7 @@ def _step(spark, settings: Settings, rate: float, seconds: float, progress) -> S
         loop.join(120)
         job.close()
     fresh = freshness.clicks(spark, s.catalog.clicks_table, since_ms)
+    discard(s, [s.catalog.clicks_table, s.catalog.dead_letter_table], [])  # the topic: after the catch-up reads it
     step = Step(rate, sent / loaded if loaded else 0.0, commit_rate(samples), fresh.p95_s, drain, topic)
     progress(f"{rate:,.0f} events/s: produced {step.produced_eps:,.0f}/s, committed {step.sustained_eps:,.0f}/s, "
              f"p95 {step.p95_s:.1f} s, {step.drain_s:.1f} s to drain -> {'held' if step.held else 'did not hold'}")
@@ -142,17 +144,19 @@ def catch_up(spark, settings: Settings, topic: str, timeout_s: float = 600.0) ->
         stop.set()
         loop.join(120)
         job.close()
+        discard(s, [s.catalog.clicks_table, s.catalog.dead_letter_table], [])
     return done / took if took else 0.0
 
 
 def run(settings: Settings, rates: list[float], seconds: float, out_dir: Path, progress=print) -> HeadroomResult:
     spark = build_session(settings, "lakehouse-bench-headroom")
     result = HeadroomResult()
+    warm_up_topic = None
     try:
         # Not counted: the first seconds at load compile the hot path (JIT); a first step measured
         # them, at p95 4.9 s where the same rate later held 2.6 s.
         progress(f"warming up at {min(rates):,.0f} events/s for {WARM_UP_S:.0f} s (not counted)")
-        _step(spark, settings, min(rates), WARM_UP_S, lambda _: None)
+        warm_up_topic = _step(spark, settings, min(rates), WARM_UP_S, lambda _: None).topic
         for rate in sorted(rates):
             result.steps.append(_step(spark, settings, rate, seconds, progress))
             if not result.steps[-1].held:
@@ -162,5 +166,10 @@ def run(settings: Settings, rates: list[float], seconds: float, out_dir: Path, p
     finally:
         spark.stop()
     progress("measuring the raw ceiling (Kafka -> Parquet, no Spark) on the last step's topic")
-    result.raw_ceiling_eps = raw_ceiling(settings, result.steps[-1].topic, settings.kafka.clicks_partitions, out_dir)
+    try:
+        result.raw_ceiling_eps = raw_ceiling(settings, result.steps[-1].topic, settings.kafka.clicks_partitions,
+                                             out_dir)
+    finally:
+        # ~125 MB a partition at the top steps
+        discard(settings, [], [step.topic for step in result.steps] + ([warm_up_topic] if warm_up_topic else []))
     return result

@@ -39,11 +39,12 @@ import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 from py4j.protocol import Py4JJavaError
+from pyiceberg.types import IcebergType
 from pyspark import RDD, StorageLevel
 from pyspark.accumulators import AccumulatorParam
 from pyspark.serializers import BatchedSerializer, CPickleSerializer
@@ -89,25 +90,32 @@ class _Outcomes(AccumulatorParam):
         return value1
 
 
-def _read_changes(groups: list[list[tuple[str, int, int, int]]], bootstrap: str, fetch_wait_ms: int,
-                  keys: dict[str, str], images: dict[str, pa.StructType | None],
-                  key_types: dict[str, tuple], buckets: int):
-    """The read stage's function: task indexes in, (bucket, (topic, changes)) out."""
+@dataclass(frozen=True)
+class _Reading:
+    """What a task needs to read a batch's changes: the planned ranges in groups, and how to decode and cut them."""
 
-    def run(indexes):
+    groups: list[list[tuple[str, int, int, int]]]
+    bootstrap: str
+    fetch_wait_ms: int
+    keys: dict[str, str]
+    images: dict[str, pa.StructType | None]
+    key_types: dict[str, tuple[IcebergType, pa.DataType]]
+    buckets: dict[str, int]
+
+    def read(self, indexes, only: set[int] | None = None):
+        """The changes of the groups ``indexes``, as (bucket, (topic, changes)); of the buckets ``only`` when given."""
         for i in indexes:
-            for topic, partition, start, end in groups[i]:
-                for raw in read_range(bootstrap, topic, partition, start, end, fetch_wait_ms=fetch_wait_ms):
-                    changes = pa.Table.from_batches([parse_changes(raw, {topic: keys[topic]},
-                                                                   {topic: images[topic]})])
+            for topic, partition, start, end in self.groups[i]:
+                for raw in read_range(self.bootstrap, topic, partition, start, end, fetch_wait_ms=self.fetch_wait_ms):
+                    changes = pa.Table.from_batches([parse_changes(raw, {topic: self.keys[topic]},
+                                                                   {topic: self.images[topic]})])
                     if not changes.num_rows:
                         continue
-                    of = buckets_of(changes.column("pk").combine_chunks(), *key_types[topic], buckets)
+                    of = buckets_of(changes.column("pk").combine_chunks(), *self.key_types[topic], self.buckets[topic])
                     for bucket in np.unique(of).tolist():
-                        yield bucket, (topic, changes.filter(pa.array(of == bucket)))
+                        if only is None or bucket in only:
+                            yield bucket, (topic, changes.filter(pa.array(of == bucket)))
         give_back_freed()  # a long-lived Python worker: the decoded records go back
-
-    return run
 
 
 def _by_bucket(pairs: list) -> dict[int, dict[str, pa.Table]]:
@@ -129,16 +137,29 @@ def _step(works: dict[str, TableWork], outcomes):
         state, changes = pair
         for number, tables in state.items():
             mine = changes.get(number, {})
-            outcomes.add({number: {topic: apply(tables[topic], work, mine.get(topic)) for topic, work in works.items()}})
+            outcomes.add({number: {topic: apply(tables[topic], work, mine.get(topic))
+                                   for topic, work in works.items() if topic in tables}})
         return state
 
     return run
 
 
-def _build(works: dict[str, TableWork], fold_files: int, buckets: int):
+def _read_and_step(reading: _Reading, works: dict[str, TableWork], outcomes):
+    """The one-stage batch: each state partition's task reads the whole batch and keeps its own buckets' changes."""
+    step = _step(works, outcomes)
+
+    def run(states):
+        for state in states:
+            changes = _by_bucket(list(reading.read(range(len(reading.groups)), only=set(state))))
+            yield step((state, changes))
+
+    return run
+
+
+def _build(works: dict[str, TableWork], fold_files: int):
     def run(item: dict[int, dict[str, list]]) -> State:
-        return {number: {topic: build(number, work, tasks.get(topic, []), number * fold_files // buckets)
-                         for topic, work in works.items()}
+        return {number: {topic: build(number, work, tasks.get(topic, []), number * fold_files // work.buckets)
+                         for topic, work in works.items() if number < work.buckets}
                 for number, tasks in item.items()}
 
     return run
@@ -152,7 +173,6 @@ class DimensionApplyJob(KafkaBatchJob):
     def __init__(self, spark: SparkSession, settings: Settings):
         self.spark, self.settings = spark, settings
         self.sc = spark.sparkContext
-        self.buckets = settings.pipeline.cdc_buckets
         ensure_dimension_tables(settings)
         self.history = SchemaWatch(settings)
         self.targets: dict[str, Target] = targets(settings, self.history.latest())
@@ -164,8 +184,7 @@ class DimensionApplyJob(KafkaBatchJob):
         self.policy = FoldPolicy()
         self.outcomes = self.sc.accumulator({}, _Outcomes())
         self.state: RDD | None = None
-        for topic in self.targets:
-            self._bucketed(topic)
+        self.buckets = {topic: self._bucketed(topic) for topic in self.targets}
         self.recover()
 
     # -- the state ---------------------------------------------------------------------------------------------
@@ -174,7 +193,8 @@ class DimensionApplyJob(KafkaBatchJob):
         """Read every table again, build the key state from them, and read where each topic is applied up to."""
         self.handles = {topic: self.catalogs[topic].load_table(t.table) for topic, t in self.targets.items()}
         works = self._works()
-        per_bucket: list[dict[str, list]] = [{} for _ in range(self.buckets)]
+        buckets = max(self.buckets.values())
+        per_bucket: list[dict[str, list]] = [{} for _ in range(buckets)]
         for topic, table in self.handles.items():
             key = works[topic].key
             for task in table.scan(selected_fields=(key,)).plan_files():
@@ -183,12 +203,13 @@ class DimensionApplyJob(KafkaBatchJob):
         began = time.monotonic()
         # as many partitions as the application has cores (at most one a bucket): all are built in one wave, one a
         # core, so each executor gets the share of the state its cores are of the whole, and keeps it (locality)
-        self.partitions = max(1, min(self.buckets, self.sc.defaultParallelism))
-        parts = [{b: per_bucket[b] for b in range(p, self.buckets, self.partitions)} for p in range(self.partitions)]
+        self.partitions = max(1, min(buckets, self.sc.defaultParallelism))
+        parts = [{b: per_bucket[b] for b in range(p, buckets, self.partitions)} for p in range(self.partitions)]
         state = self.sc.parallelize(parts, self.partitions) \
-            .map(_build(works, self.policy.fold_files, self.buckets))._reserialize(ONE)
+            .map(_build(works, self.policy.fold_files))._reserialize(ONE)
         self._swap(self._checkpointed(state))
-        log.info("dims: key state of %d buckets in %d partitions built in %.1fs", self.buckets, self.partitions,
+        log.info("dims: key state of %s buckets in %d partitions built in %.1fs",
+                 ", ".join(f"{self.targets[t].table}: {n}" for t, n in self.buckets.items()), self.partitions,
                  time.monotonic() - began)
         self._gauge_executors()
         self.committed: kafka_offsets.Offsets = {}
@@ -210,21 +231,27 @@ class DimensionApplyJob(KafkaBatchJob):
         if old is not None:
             old.unpersist()
 
-    def _bucketed(self, topic: str) -> None:
-        """Partition the table by ``bucket(N, key)`` if it is not yet, and rewrite its files into the buckets."""
+    def _bucketed(self, topic: str) -> int:
+        """The table's bucket count N: partitioned by ``bucket(N, key)`` first if it is not yet (N from the settings),
+        its files rewritten into the buckets. A table already bucketed keeps its N."""
         target = self.targets[topic]
         table = self.catalogs[topic].load_table(target.table)
         key = table.schema().find_field(target.renames.get(target.key, target.key))
         have = bucket_count(table.spec(), key.field_id)
-        if have not in (None, self.buckets) or (have is None and table.spec().fields):
-            raise FatalError(f"{target.table} is partitioned as {table.spec()}, not by bucket({self.buckets}, "
-                             f"{key.name}): repartition it, or set LAKEHOUSE_PIPELINE__CDC_BUCKETS={have}")
+        wanted = self.settings.pipeline.cdc_buckets
+        if have is None and table.spec().fields:
+            raise FatalError(f"{target.table} is partitioned as {table.spec()}, not by bucket(N, {key.name}) alone: "
+                             "the apply keeps each bucket's rows in files of their own. Drop the other partition "
+                             "fields, or rebuild the table from the source")
+        if have is not None and have != wanted:
+            log.info("dims: %s keeps its %d buckets (pipeline.cdc_buckets=%d applies to tables not yet bucketed)",
+                     target.table, have, wanted)
         if have is None:
             from pyiceberg.transforms import BucketTransform  # deferred: once per table, on its first start
 
             with table.update_spec() as spec:
-                spec.add_field(key.name, BucketTransform(self.buckets), BUCKET_FIELD)
-            log.info("dims: %s partitioned by bucket(%d, %s)", target.table, self.buckets, key.name)
+                spec.add_field(key.name, BucketTransform(wanted), BUCKET_FIELD)
+            log.info("dims: %s partitioned by bucket(%d, %s)", target.table, wanted, key.name)
         table = self.catalogs[topic].load_table(target.table)
         stale = [t for t in table.scan().plan_files() if t.file.spec_id != table.spec().spec_id]
         if stale:
@@ -233,18 +260,19 @@ class DimensionApplyJob(KafkaBatchJob):
                            "options => map('rewrite-all', 'true', 'remove-dangling-deletes', 'true'))").collect()
             log.warning("dims: %s's %d files rewritten into its buckets in %.1fs", target.table, len(stale),
                         time.monotonic() - began)
+        return have or wanted
 
     def _works(self) -> dict[str, TableWork]:
-        # a bucket's share of the table: files of a bucket's size, and folds of a bucket's share of the rows
-        rows = max(self.policy.target_rows // self.buckets, 100_000)
-        policy = replace(self.policy, target_rows=rows,
-                         max_rewrite_rows=max(self.policy.max_rewrite_rows // self.buckets, rows))
         out = {}
         for topic, table in self.handles.items():
-            target = self.targets[topic]
-            columns = self._columns(table, target)
+            target, buckets = self.targets[topic], self.buckets[topic]
+            # a bucket's share of the table: files of a bucket's size, and folds of a bucket's share of the rows
+            rows = max(self.policy.target_rows // buckets, 100_000)
+            policy = replace(self.policy, target_rows=rows,
+                             max_rewrite_rows=max(self.policy.max_rewrite_rows // buckets, rows))
             out[topic] = TableWork(target.table, table.metadata, dict(table.io.properties),
-                                   target.renames.get(target.key, target.key), columns, policy)
+                                   target.renames.get(target.key, target.key), self._columns(table, target), policy,
+                                   buckets)
         return out
 
     @staticmethod
@@ -264,16 +292,23 @@ class DimensionApplyJob(KafkaBatchJob):
         topics = sorted({r.topic for r in batch.work})
         changed = self._follow_schemas(topics, self.history.latest())
         works = {topic: w for topic, w in self._works().items() if topic in topics}
-        changes = self._changes(batch, works)
+        reading = self._reading(batch, works)
         self.outcomes.value = {}
         began = time.monotonic()
         assert self.state is not None  # built in __init__ (recover)
-        new = self._checkpointed(self.state.zip(changes).map(_step(works, self.outcomes))._reserialize(ONE))
+        if sum(r.end - r.start for r in batch.work) > self.settings.pipeline.cdc_shuffle_records:
+            changes = self.sc.parallelize(range(len(reading.groups)), max(1, len(reading.groups))) \
+                .mapPartitions(reading.read).partitionBy(self.partitions, lambda bucket: bucket) \
+                .glom().map(_by_bucket)._reserialize(ONE)
+            batch_state = self.state.zip(changes).map(_step(works, self.outcomes))
+        else:
+            batch_state = self.state.mapPartitions(_read_and_step(reading, works, self.outcomes))
+        new = self._checkpointed(batch_state._reserialize(ONE))
         applied = time.monotonic() - began
         by_bucket: dict[int, dict[str, Outcome]] = dict(self.outcomes.value)
         try:
             counts = list(self._threads.map(
-                lambda topic: self._commit(topic, [by_bucket[b][topic] for b in sorted(by_bucket)],
+                lambda topic: self._commit(topic, [by_bucket[b][topic] for b in sorted(by_bucket) if topic in by_bucket[b]],
                                            batch.end[topic], changed.get(topic, {})), topics))
         except BaseException:
             new.unpersist()
@@ -285,21 +320,19 @@ class DimensionApplyJob(KafkaBatchJob):
                  time.monotonic() - began - applied)
         return sum(counts)
 
-    def _changes(self, batch: Batch, works: dict[str, TableWork]):
-        """The batch's changes as an RDD of one element per bucket: {topic: that bucket's changes}."""
+    def _reading(self, batch: Batch, works: dict[str, TableWork]) -> _Reading:
+        """How the batch's tasks read its changes: its planned ranges in one group a core, and each topic's decoding."""
         kafka = self.settings.kafka
         groups = [[(r.topic, r.partition, r.start, r.end) for r in group]
                   for group in balance(list(batch.work), self.sc.defaultParallelism)]
-        keys = {topic: self.targets[topic].key for topic in works}
         images, key_types = {}, {}
         for topic, work in works.items():
             schema = work.metadata.schema()
             images[topic] = image_struct(work.columns, schema.as_arrow())
             field = schema.find_field(work.key)
             key_types[topic] = (field.field_type, schema.as_arrow().field(work.key).type)
-        read = self.sc.parallelize(range(len(groups)), max(1, len(groups))).mapPartitions(
-            _read_changes(groups, kafka.bootstrap, kafka.fetch_wait_max_ms, keys, images, key_types, self.buckets))
-        return read.partitionBy(self.partitions, lambda bucket: bucket).glom().map(_by_bucket)._reserialize(ONE)
+        return _Reading(groups, kafka.bootstrap, kafka.fetch_wait_max_ms, {t: self.targets[t].key for t in works},
+                        images, key_types, {topic: work.buckets for topic, work in works.items()})
 
     def _follow_schemas(self, topics: list[str], schemas: dict[str, SchemaRecord]) -> dict[str, dict[str, str]]:
         """Commit each table's schema change the capture recorded (a column added, a type widened) before the

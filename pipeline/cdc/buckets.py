@@ -70,6 +70,7 @@ class TableWork:
     key: str  # the key column, as the lake names it
     columns: dict[str, str]  # lake column -> the after-image field it is read from
     policy: FoldPolicy
+    buckets: int  # N of the table's bucket(N, key)
 
 
 @dataclass

@@ -78,7 +78,7 @@ def write_position_deletes(table_metadata, io, location_provider, deletes: pa.Ta
     path = location_provider.new_data_location(f"{uuid.uuid4()}-deletes.parquet", partition_key)
     with io.new_output(path).create(overwrite=True) as stream:
         pq.write_table(deletes, stream, compression="zstd")
-    size = io.new_input(path).__len__()
+        size = stream.tell()  # what was written: no request to the store to ask
     paths, positions = deletes.column("file_path"), deletes.column("pos")
     written = DataFile.from_args(
         content=DataFileContent.POSITION_DELETES, file_path=path, file_format=FileFormat.PARQUET,

@@ -8,6 +8,8 @@ import re
 import time
 import urllib.request
 
+import pytest
+
 from lab.bench.cdc import free_port
 from lab.peers.cdc_python import PythonApplyJob
 from lab.reconcile import trino_rows
@@ -60,9 +62,12 @@ def test_takes_over_the_tables_and_offsets_the_python_apply_left(spark, cdc, cap
     assert not capture
 
 
-def test_a_key_updated_right_after_its_row_was_folded_into_another_file(spark, cdc, capture, trino):
+@pytest.mark.parametrize("shuffle_records", [0, 10**9], ids=["read-stage-and-shuffle", "one-stage"])
+def test_a_key_updated_right_after_its_row_was_folded_into_another_file(spark, cdc, capture, trino, shuffle_records):
     """Folds every two batches: rows move between files inside their bucket, and each bucket's index follows
-    them, so an update of a moved row replaces it (a stale index would leave the old row alive)."""
+    them, so an update of a moved row replaces it (a stale index would leave the old row alive). Every batch
+    read by a stage of its own and shuffled to the buckets' tasks, or read whole by each bucket's task."""
+    cdc = cdc.model_copy(update={"pipeline": cdc.pipeline.model_copy(update={"cdc_shuffle_records": shuffle_records})})
     job = DimensionApplyJob(spark, cdc)
     job.policy = FoldPolicy(fold_files=2, tier_fan_in=2, rewrite_deleted_share=0.0)
     job.recover()
@@ -83,6 +88,31 @@ def test_a_key_updated_right_after_its_row_was_folded_into_another_file(spark, c
     files = _files(cdc, cdc.catalog.members_table)
     buckets = {f.partition[0] for f in files}
     assert len(buckets) > 1 and all(0 <= b < cdc.pipeline.cdc_buckets for b in buckets)
+    assert not capture
+
+
+def _buckets(s, table: str) -> int:
+    return pyiceberg_catalog(s).load_table(table).spec().fields[0].transform.num_buckets
+
+
+def test_a_bucketed_table_keeps_its_bucket_count_and_tables_may_differ(spark, cdc, capture, trino):
+    """The apply partitions a table it finds unpartitioned with pipeline.cdc_buckets, and leaves a table already
+    bucketed as it is: here products in one bucket, members in three, applied side by side; restarted with
+    another setting, both keep theirs."""
+    three = cdc.model_copy(update={"pipeline": cdc.pipeline.model_copy(update={"cdc_buckets": 3})})
+    one = cdc.model_copy(update={"pipeline": cdc.pipeline.model_copy(update={"cdc_buckets": 1})})
+    DimensionApplyJob(spark, one).close()  # the tables made and partitioned by bucket(1)
+    members = pyiceberg_catalog(cdc).load_table(cdc.catalog.members_table)
+    with members.update_spec() as spec:  # members re-partitioned by hand, as an operator might
+        spec.remove_field(BUCKET_FIELD)
+    _apply_around(spark, three, DimensionApplyJob(spark, three), "UPDATE user_member SET memberLevel = 4",
+                  "UPDATE products SET product_price = 3.5")
+    assert (_buckets(cdc, cdc.catalog.products_table), _buckets(cdc, cdc.catalog.members_table)) == (1, 3)
+    assert {f.partition[0] for f in _files(cdc, cdc.catalog.members_table)} == {0, 1, 2}
+    _apply_around(spark, cdc, DimensionApplyJob(spark, cdc), "DELETE FROM user_member WHERE userid = '513248'",
+                  "UPDATE products SET product_price = 7.25 WHERE productId = '2'", "UPDATE user_member SET memberLevel = 2")
+    assert (_buckets(cdc, cdc.catalog.products_table), _buckets(cdc, cdc.catalog.members_table)) == (1, 3)
+    assert trino_rows(cdc) == source_rows(cdc) == lake_rows(spark, cdc)
     assert not capture
 
 
