@@ -2,9 +2,10 @@
 
 - the binlog capture as its own process (`lakehouse run cdc`), as in every runtime: in a
   thread of this process it would share one interpreter lock with the Spark driver;
-- the dimension apply as its own process too (`lakehouse run dims`, no Spark): its PyIceberg
-  commits are Python work, and beside the Spark jobs' driver threads they held the same lock
-  (a whole-system run's click freshness p95 went from 3.6 to 8.3 s);
+- the dimension apply as a Spark application of its own (`lakehouse run dims`): its driver commits
+  through PyIceberg, Python work that beside the click job's driver threads held the same
+  interpreter lock, and every table's freshness suffered inside the click application
+  (docs/benchmarks.md);
 - one Spark application with the click ingestion and the live aggregates, each in its FAIR pool
   (`lakehouse run pipeline --jobs clicks,aggregate`, as the cluster's SparkApplication runs them).
 """

@@ -100,6 +100,7 @@ def system_figures(result, command: str) -> list[Figure]:
                             if produced_rate else 0.0, "%", 99))
     figures.append(Figure(command, "exactly-once checks passed", sum(c.ok for c in result.checks), "",
                           f"= {len(result.checks)}", result.exact))
+    figures += [Figure(command, f"CPU under load: {part}", cores, "cores") for part, cores in result.cpu_cores.items()]
     return figures
 
 

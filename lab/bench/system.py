@@ -30,6 +30,7 @@ from deploy.local.services.broker import Broker
 from deploy.local.services.mariadb import create_source_database
 from lab.bench import freshness
 from lab.bench.ingest import bench_settings, commit_rate, warm_up
+from lab.bench.process_cpu import CpuMeter, process_cpu_seconds, service_cpu, tree_cpu_seconds
 from lab.reconcile import differences, lake_rows, source_rows
 from lab.system_jobs import RunningSystem
 from lakehouse.errors import LakehouseError
@@ -56,6 +57,7 @@ class SystemBenchResult:
     changes: int
     freshness: list[freshness.Freshness] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
+    cpu_cores: dict[str, float] = field(default_factory=dict)  # each part's CPU under load, in cores
 
     @property
     def exact(self) -> bool:
@@ -99,19 +101,48 @@ def _locust(s: Settings, rate: float, change_rate: float, duration: float, out_d
                             stdout=subprocess.DEVNULL, stderr=(out_dir / "locust.log").open("w"))
 
 
+def _cpu_meter(system: RunningSystem, locust: subprocess.Popen, s: Settings) -> CpuMeter:
+    """CPU by part: each job's process tree (driver, JVM, Python workers), the load generator, each service."""
+    jvm = getattr(system.spark.sparkContext._gateway, "proc", None)  # None when PySpark joined a running JVM
+    return CpuMeter({
+        "click ingestion + live aggregates":
+            lambda: process_cpu_seconds() + (tree_cpu_seconds(jvm.pid) if jvm is not None else 0.0),
+        "dimension apply": lambda: tree_cpu_seconds(system.dims.pid),
+        "binlog capture": lambda: tree_cpu_seconds(system.capture.pid),
+        "load generator (Locust)": lambda: tree_cpu_seconds(locust.pid),
+        "broker": service_cpu(s.kafka.port),
+        "object store": service_cpu(s.s3.port),
+        "metastore": service_cpu(s.metastore.port),
+        "source database": service_cpu(s.mariadb.port),
+    })
+
+
+#: the CPU window leaves out Locust's ramp-up and its last seconds (the meter reads a finished process as 0)
+CPU_WINDOW_MARGIN_S = 10.0
+
+
 def _drive(system: RunningSystem, locust: subprocess.Popen, rate: float, duration: float,
-           console: Console) -> tuple[list[tuple[float, int]], int]:
-    """Progress while Locust runs: (committed-count samples, records produced)."""
+           console: Console, cpu: dict[str, float]) -> tuple[list[tuple[float, int]], int]:
+    """Progress while Locust runs: (committed-count samples, records produced); each part's CPU in cores, from
+    ``CPU_WINDOW_MARGIN_S`` (at most a quarter of the run) after the start to as long before its end, into ``cpu``."""
     columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
                TimeElapsedColumn()]
     samples: list[tuple[float, int]] = []
     start = system.committed()
+    meter = _cpu_meter(system, locust, system.settings)
+    metered_from: float | None = None  # when the meter started
+    margin = min(CPU_WINDOW_MARGIN_S, duration / 4)
     with Progress(*columns, console=console) as progress:
         produced_bar = progress.add_task("produced (Locust)", total=rate * duration)
         committed_bar = progress.add_task("committed        ", total=rate * duration)
         began = time.monotonic()
         while locust.poll() is None:
             elapsed = time.monotonic() - began
+            if metered_from is None and elapsed >= margin:
+                meter.start()
+                metered_from = elapsed
+            elif metered_from is not None and not cpu and elapsed >= duration - margin:
+                cpu.update({part: seconds / (elapsed - metered_from) for part, seconds in meter.stop().items()})
             samples.append((elapsed, system.committed() - start))
             progress.update(produced_bar, completed=min(rate * duration, rate * elapsed))
             progress.update(committed_bar, completed=samples[-1][1])
@@ -163,7 +194,8 @@ def run(settings: Settings, rate: float, change_rate: float, duration: float, ou
                     f"(topic {s.kafka.clicks_topic}, database {s.mariadb.database})")
         since_ms = int(time.time() * 1000)
         locust = _locust(s, rate, change_rate, duration, out_dir)
-        samples, produced = _drive(system, locust, rate, duration, console)
+        cpu: dict[str, float] = {}
+        samples, produced = _drive(system, locust, rate, duration, console, cpu)
         c = s.catalog
         spark = system.spark
         _wait("every produced event to be committed", lambda: system.committed() >= produced, 180, console)
@@ -174,7 +206,7 @@ def run(settings: Settings, rate: float, change_rate: float, duration: float, ou
     finally:
         system.close()
     result = SystemBenchResult(rate, change_rate, duration, produced, system.committed(), commit_rate(samples),
-                               _changes(out_dir))
+                               _changes(out_dir), cpu_cores=cpu)
     with console.status("measuring freshness per table and checking exactly-once..."):
         result.freshness = [freshness.clicks(spark, c.clicks_table, since_ms),
                             freshness.dimensions(spark, s, since_ms),

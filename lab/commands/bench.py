@@ -267,7 +267,8 @@ def system(
         ("sustained events/s (committed slope under load)", f"{result.sustained_eps:,.0f}"),
         ("database changes made", f"{result.changes:,}"),
     ] + [(f"{f.name} freshness p50 / p95 / p99 (s)", f"{f.p50_s:.2f} / {f.p95_s:.2f} / {f.p99_s:.2f}")
-         for f in result.freshness])
+         for f in result.freshness]
+      + [(f"CPU under load (cores): {part}", f"{cores:.2f}") for part, cores in result.cpu_cores.items()])
     for f in result.freshness:
         console.print(("[green]" if f.met else "[red]") + f.verdict() + ("[/green]" if f.met else "[/red]"))
     for c in result.checks:

@@ -8,6 +8,7 @@ checks read real tables and pass, and the headroom climb stops by itself and pri
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -39,6 +40,11 @@ def test_whole_system_bench_measures_each_table_and_checks_exactly_once(stack):
     assert len(checks) == 5 and all(ok == "exact" for ok, _ in checks), checks
     saved = json.loads(Path(re.search(r"saved (\S+bench-system\.json)", text).group(1)).read_text())
     assert saved["exact"] and saved["produced"] > 4000 and saved["changes"] > 100
+    # every part that worked under load shows CPU (the jobs' process trees, Locust, the services)
+    busy = {part for part, cores in saved["cpu_cores"].items() if cores > 0}
+    assert {"click ingestion + live aggregates", "dimension apply", "load generator (Locust)", "broker",
+            "object store", "metastore"} <= busy, saved["cpu_cores"]
+    assert sum(saved["cpu_cores"].values()) < 2 * (os.cpu_count() or 1), saved["cpu_cores"]  # cores, not seconds
 
 
 def test_headroom_climbs_until_a_rate_fails_or_the_list_ends_and_prints_the_ratio(stack):
