@@ -40,11 +40,6 @@ class PipelineSettings(BaseModel):
                     "the buckets' tasks; a smaller one is read whole by every bucket task, each keeping its own "
                     "buckets' changes: one stage instead of two and no shuffle, for reading the batch once a task "
                     "(docs/cdc.md, 'One stage for small batches').")
-    cdc_read_ahead_mb: int = Field(
-        0, ge=0, description="0: the CDC apply reads and decodes its change topics in its own process. N: a child "
-                             "process does, reading up to N MB past the last batch while the apply writes it "
-                             "(32 was tried). On two cores it was no faster and ~170 MB larger (docs/cdc.md, 'A "
-                             "reader process, measured'): for a host whose apply is bound by the reading.")
     dimension_refresh_seconds: float = Field(
         10.0, ge=0, description="How old the product and member values a click is enriched with may get: the "
                                 "click job's snapshot of a small dimension is read again, and a looked-up key's "

@@ -31,7 +31,7 @@ SMALL_MERGE_PROPERTIES = {
     "write.delete.distribution-mode": "none",
 }
 
-#: dimension tables are upserted by the CDC job with PyIceberg (``pipeline.cdc.upsert``), merge-on-read
+#: dimension tables are upserted by the CDC apply (``pipeline.cdc.apply``, PyIceberg files and commits), merge-on-read
 #: with position deletes it folds itself; Spark's DML on them (rare, by hand) stays copy-on-write
 UPSERT_PROPERTIES = {
     "write.delete.mode": "copy-on-write",

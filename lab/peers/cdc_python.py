@@ -4,7 +4,7 @@ It was the product's apply until the apply moved onto Spark; ``lakehouse bench c
 runs it in the apply's place, to measure the two on the same run. Reading plans the same exactly-once Kafka
 ranges as the click pipeline, and reads them on
 the driver: a dimension batch is hundreds of records, not worth a Spark stage, and the
-upsert itself runs there too (``pipeline.cdc.upsert`` says why). Each batch is
+upsert itself runs there too (``lab.peers.cdc_python_writer`` says why). Each batch is
 collapsed per key to its last change *by source position* (binlog file, position,
 row), not by arrival, so many updates of one key, delete-then-insert and replays
 come out right. Each table's commit carries the offsets of its own topic.
@@ -25,21 +25,19 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lab.peers.cdc_python_reader import AheadReader
+from lab.peers.cdc_python_writer import DimensionWriter
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from pipeline import metrics
-from pipeline.cdc.change_reader import change_reader
 from pipeline.cdc.changes import CHANGE_SCHEMA, parse_changes
 from pipeline.cdc.dimension_tables import committed_position, ensure_dimension_tables
 from pipeline.cdc.images import image_struct
 from pipeline.cdc.schema_history import SchemaRecord, SchemaWatch
 from pipeline.cdc.targets import targets
-from pipeline.cdc.upsert import DimensionWriter
 from pipeline.kafka_source import offsets as kafka_offsets
-from pipeline.kafka_source.ahead_reader import AheadReader
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
 from pipeline.kafka_source.planner import Planner
-from pipeline.kafka_source.reader_process import ReaderProcess
 from pipeline.native_memory import keep_resident_small
 
 log = logging.getLogger(__name__)
@@ -62,11 +60,9 @@ class PythonApplyJob(KafkaBatchJob):
                                                t.renames.get(t.key, t.key), t.columns, renames=t.renames)
                         for topic, t in self.targets.items()}
         self._threads = ThreadPoolExecutor(len(self.targets), thread_name_prefix="dims")
-        kafka, ahead_mb = settings.kafka, settings.pipeline.cdc_read_ahead_mb
+        kafka = settings.kafka
         self.keys = {topic: target.key for topic, target in self.targets.items()}
-        self.reader: ReaderProcess | AheadReader = (
-            change_reader(kafka.bootstrap, self.keys, kafka.fetch_wait_max_ms, ahead_mb) if ahead_mb
-            else AheadReader(kafka.bootstrap, kafka.fetch_wait_max_ms, ahead_bytes=0))
+        self.reader = AheadReader(kafka.bootstrap, kafka.fetch_wait_max_ms, ahead_bytes=0)
         self._read_positions()  # the writers were just built from the tables: no second read of their indexes
 
     def recover(self) -> None:
@@ -100,14 +96,13 @@ class PythonApplyJob(KafkaBatchJob):
         return sum(applied)
 
     def _read(self, batch: Batch) -> dict[str, pa.Table]:
-        """Each topic's changes in the batch, as the reader decoded them (``pipeline.cdc.change_reader``).
+        """Each topic's changes in the batch, as the reader decoded them.
 
-        Read in this process, each table's after-images are read with the records, as the table's
-        columns stand now (``parse_changes``'s ``images``; a column the table gained since is in the text).
+        Each table's after-images are read with the records, as the table's columns stand now
+        (``parse_changes``'s ``images``; a column the table gained since is in the text).
         """
-        if isinstance(self.reader, AheadReader):
-            images = {topic: image_struct(w.columns, w.schema) for topic, w in self.writers.items()}
-            self.reader.transform = functools.partial(parse_changes, keys=self.keys, images=images)
+        images = {topic: image_struct(w.columns, w.schema) for topic, w in self.writers.items()}
+        self.reader.transform = functools.partial(parse_changes, keys=self.keys, images=images)
         parsed: dict[str, list[pa.RecordBatch]] = {}
         for changes in self.reader.read(sorted(batch.work, key=lambda r: (r.topic, r.partition))):
             if changes.num_rows:

@@ -1,7 +1,8 @@
 """The product and member dimension tables: declared, created and read through PyIceberg.
 
-Their one writer, the CDC apply job, needs no Spark (``pipeline.cdc.upsert`` says why), so
-they are declared here as Iceberg schemas rather than Spark DDL; Spark, DuckDB and Trino
+Their one writer, the CDC apply job, writes their files and commits through PyIceberg inside its
+Spark tasks and driver (``pipeline.cdc.apply``), so they are declared here as Iceberg schemas
+rather than Spark DDL; Spark, DuckDB and Trino
 read them like every other table. The key column is the table's identifier field.
 """
 

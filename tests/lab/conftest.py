@@ -1,3 +1,3 @@
-"""The pipeline tests' isolated-tables fixture, shared with the observability tests."""
+"""The pipeline tests' isolated-tables and producer fixtures, shared with the observability and peer tests."""
 
-from tests.pipeline.conftest import click_settings  # noqa: F401 - a fixture, used by name
+from tests.pipeline.conftest import click_settings, producer  # noqa: F401 - fixtures, used by name

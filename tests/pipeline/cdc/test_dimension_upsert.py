@@ -1,4 +1,5 @@
-"""The dimension upsert (pipeline/cdc/upsert.py): newest change per key, typed after-images, and
+"""After-images as the apply reads them (pipeline/cdc/images.py), and the Python apply peer's upsert
+(lab/peers/cdc_python_writer.py): newest change per key, typed after-images, and
 on the real catalog a batch applied twice leaving the same rows with the offsets of the second."""
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lab.peers.cdc_python_writer import DimensionWriter
 from pipeline.cdc import envelope as env
 from pipeline.cdc.changes import CHANGE_SCHEMA, parse_changes
 from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
 from pipeline.cdc.images import _decode_images, _read_images, after_fields, after_images, image_struct, newest_per_key
-from pipeline.cdc.upsert import DimensionWriter
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.fetch import RAW_SCHEMA
 

@@ -1,7 +1,7 @@
-"""The dimension writer at size (pipeline/cdc/upsert.py, row_delta.py, fold.py) on the real catalog and S3:
-a batch adds files in proportion to its changes, never rewrites the table; every reader (PyIceberg, DuckDB,
-Spark, Trino) sees the rows MariaDB would hold; folding bounds the delete files; a compaction by another
-writer is survived without bringing a row back."""
+"""The Python apply peer's writer at size (lab/peers/cdc_python_writer.py; pipeline/cdc/row_delta.py, fold.py)
+on the real catalog and S3: a batch adds files in proportion to its changes, never rewrites the table;
+every reader (PyIceberg, DuckDB, Spark, Trino) sees the rows MariaDB would hold; folding bounds the delete
+files; a compaction by another writer is survived without bringing a row back."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.manifest import DataFileContent
 
+from lab.peers.cdc_python_writer import DimensionWriter
 from lakehouse.catalog import pyiceberg_catalog
 from pipeline.cdc.changes import CHANGE_SCHEMA
 from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
 from pipeline.cdc.expiry import KEEP_AT_LEAST
 from pipeline.cdc.fold import FoldPolicy
 from pipeline.cdc.live_rows import live_files
-from pipeline.cdc.upsert import DimensionWriter
 from pipeline.kafka_source import offsets as kafka_offsets
 
 COLUMNS = {"userid": "userid", "name": "name", "show_params": "show_params", "member_level": "memberLevel",

@@ -1,13 +1,15 @@
-"""One batch of changes into one dimension table: the newest change per key, in one Iceberg commit.
+"""The Python apply peer's writer (``lab.peers.cdc_python``): one batch of changes into one dimension table,
+the newest change per key, in one Iceberg commit, from one process (the product's apply is
+``pipeline.cdc.apply``, on Spark).
 
-Why on the driver with PyIceberg rather than Spark's ``MERGE INTO``: a batch is a few hundred
+Why it was built on the driver with PyIceberg rather than Spark's ``MERGE INTO``: a batch is a few hundred
 changes against a table of thousands of rows. The MERGE ran two Spark jobs a batch (2.0 s on
 an idle machine); with the whole system on two cores its tasks queued behind the click
 batches', a MERGE took 5-9 s and a price change took 17 s (p95) to reach the table
 (docs/performance.md, "Fourth round"). Here a batch is milliseconds of Arrow work and one
 commit carrying the topic's offsets, atomic as the MERGE was (``DimensionWriter`` says how it
 writes). Applying a batch twice gives the same rows, so a replay after a crash is harmless
-(``pipeline.cdc.apply``).
+(``lab.peers.cdc_python``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Read exact offset ranges with one consumer, and read on past them while nobody asks.
 
-The CDC apply's reader. In the apply's own process (the default) it is one consumer kept
-from batch to batch that decodes each batch as it is fetched (``transform``); in a child
-process (``pipeline.kafka_source.reader_process``, ``pipeline.cdc_read_ahead_mb``) it also
-reads on past the last range while the apply writes, so the next batch is mostly there when
-asked for. That was built because half of the apply's interpreter time in a 10 M-row
-snapshot was taking records from librdkafka and building Arrow columns of them; moved to
-the child, the apply was no faster on two cores (docs/cdc.md, "A reader process, measured"):
-the reading was not what set its pace.
+The Python apply peer's reader (``lab.peers.cdc_python``): one consumer kept from batch to
+batch that decodes each batch as it is fetched (``transform``), and may read on past the last
+range (``ahead_bytes``). A child process that read ahead while the apply wrote was measured no
+faster on two cores and is gone (docs/cdc.md, "A reader process, measured").
 
 Ranges are read exactly, [start, end), as ``fetch.read_range`` reads them: a batch read again
 after a crash holds the same records. When the next request starts where the last one ended

@@ -1,23 +1,18 @@
-"""``AheadReader`` and its child process on the real broker: exact ranges, what was read ahead handed out
-once, a new start read afresh, transaction markers, a reader that dies."""
+"""The Python apply peer's ``AheadReader`` on the real broker: exact ranges, what was read ahead handed out
+once, a new start read afresh, transaction markers."""
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 import uuid
 
-import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from deploy.local.services.broker import admin_client
+from lab.peers.cdc_python_reader import AheadReader
 from lakehouse.kafka_clients import end_offsets
-from pipeline.kafka_source.ahead_reader import AheadReader
-from pipeline.kafka_source.fetch import RangeReadError
 from pipeline.kafka_source.ranges import OffsetRange
-from pipeline.kafka_source.reader_process import ReaderProcess
 
 
 def _records(batches) -> list[tuple[int, int, bytes]]:
@@ -99,26 +94,3 @@ def test_a_range_ending_in_a_transaction_marker_completes(settings):
         assert _records(reader.read([OffsetRange(topic, 0, end, end)])) == []
     finally:
         reader.close()
-
-
-def test_the_child_process_reads_the_same_records_and_survives_a_failed_range_and_its_own_death(
-        click_settings, producer):
-    topic = click_settings.kafka.clicks_topic
-    producer.send(300)
-    ends = end_offsets(click_settings.kafka.bootstrap, topic)
-    child = ReaderProcess(click_settings.kafka.bootstrap, fetch_wait_ms=100, ahead_mb=1, timeout_s=2)
-    try:
-        seen = _walk(child.read, lambda: None, topic, ends, 40)
-        assert len(seen) == len({(p, o) for p, o, _ in seen}) == 300
-        first = child.pid
-        with pytest.raises(RangeReadError, match="planned to read"):  # past the log's end: said, not hung
-            list(child.read([OffsetRange(topic, 0, ends[0], ends[0] + 5)]))
-        assert child.pid == first, "a range that failed is an answer: the same child goes on"
-        assert [o for _, o, _ in _records(child.read([OffsetRange(topic, 0, 0, 3)]))] == [0, 1, 2]
-        os.kill(first, signal.SIGKILL)
-        with pytest.raises(RangeReadError, match="stopped answering"):
-            list(child.read([OffsetRange(topic, 0, 3, 6)]))
-        assert [o for _, o, _ in _records(child.read([OffsetRange(topic, 0, 3, 6)]))] == [3, 4, 5]
-        assert child.pid != first, "a new child started for the next read"
-    finally:
-        child.close()
