@@ -30,6 +30,9 @@ $(STAMP): requirements.lock pyproject.toml
 	@$(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 	@$(BIN)/uv pip install -q --python $(BIN)/python --require-hashes -r requirements.lock
 	@$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
+	@# uv builds pyspark's sdist into a new cache revision on every fresh install (1.4 GB each): drop the
+	@# revisions nothing refers to, or a machine that installs often fills its disk (the object store then 500s).
+	@$(BIN)/uv cache prune -q 2>/dev/null || true
 	@# Bytecode ahead of time: where PYTHONDONTWRITEBYTECODE is set, every process (the CLI, each
 	@# Spark Python worker) would otherwise compile pandas, pyarrow and pyspark from source (~2 s).
 	@# A few packages ship test fixtures that are not valid Python 3: compileall reports them, harmlessly.

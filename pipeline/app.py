@@ -25,15 +25,22 @@ def run_job(job, settings: Settings, stop: threading.Event, trigger: float | Non
 
 
 def run_jobs(spark, settings: Settings, names: list[str], stop: threading.Event) -> None:
+    """Each job in a thread of its own, in its FAIR pool; the first job that fails — starting or running —
+    stops them all, and its error is raised."""
     specs = [job_spec(n) for n in names]  # an unknown name fails here, before any job starts
+    # Imported here, one after another: jobs importing their modules side by side in their threads
+    # left PyIceberg's modules half-initialised ("cannot import name ... from partially initialized module").
+    factories = {spec.name: spec.factory_class() for spec in specs}
     errors: list[BaseException] = []
 
     def run_one(name: str) -> None:
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", name)
-        job = job_spec(name).factory_class()(spark, settings)
+        job = None
         try:
+            job = factories[name](spark, settings)
             run_job(job, settings, stop)
-        except BaseException as exc:  # a fatal job error stops the whole application
+        except BaseException as exc:  # a fatal job error, or a job that could not start, stops the application
+            log.error("%s stopped the application: %s", name, exc)
             errors.append(exc)
             stop.set()
         finally:

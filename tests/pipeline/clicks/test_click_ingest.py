@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from lakehouse.errors import FatalError
 from pipeline.clicks.job import ClickIngestJob
 from pipeline.kafka_source.offsets import committed_offsets
 from tests.support.clicks import assert_rows_are_the_events, drain, rows
@@ -264,6 +265,42 @@ def test_metrics_describe_the_batches(spark, click_settings, producer):
                                         {"pipeline": "clicks", "topic": click_settings.kafka.clicks_topic, "partition": str(p)})
         assert lag == 0
     assert REGISTRY.get_sample_value("lakehouse_table_last_commit_timestamp_seconds", {"table": table}) > 0
+
+
+class _NeverStarts:
+    """A job whose construction fails, as one does on a bad table or an unreachable service."""
+
+    name = "never-starts"
+
+    def __init__(self, spark, settings):
+        raise FatalError("this job cannot start")
+
+
+def test_a_job_that_cannot_start_stops_the_application_with_its_error(spark, click_settings, producer, monkeypatch):
+    """Beside a running click job, a job failing in its constructor stops the whole application (not one
+    thread dying quietly while the others go on) and its error is what the application raises."""
+    import threading
+
+    from pipeline.app import run_jobs
+    from pipeline.jobs import JOBS, JobSpec
+
+    monkeypatch.setitem(JOBS, _NeverStarts.name, JobSpec(
+        _NeverStarts.name, f"{__name__}:_NeverStarts", needs_spark=True, trigger=lambda s: 1.0,
+        port=lambda m: m.pipeline_port, pool_weight=lambda s: (1, 0)))
+    producer.send(50)
+    raised: list[BaseException] = []
+
+    def app() -> None:
+        try:
+            run_jobs(spark, click_settings, ["clicks", _NeverStarts.name], threading.Event())
+        except BaseException as exc:  # noqa: BLE001 - what the application raised is the finding
+            raised.append(exc)
+
+    thread = threading.Thread(target=app, daemon=True)
+    thread.start()
+    thread.join(180)
+    assert not thread.is_alive(), "the click job went on without the job that could not start"
+    assert len(raised) == 1 and "this job cannot start" in str(raised[0]), raised
 
 
 def test_jobs_share_one_application_in_fair_pools(spark, click_settings, producer):
