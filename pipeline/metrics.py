@@ -54,8 +54,8 @@ CDC_STATE_KEYS = Gauge("lakehouse_cdc_state_keys", "The CDC apply's key state: l
 CDC_STATE_BYTES = Gauge("lakehouse_cdc_state_bytes", "The CDC apply's key state: bytes of each bucket's key index.",
                         ["table", "bucket"])
 CDC_STATE_EXECUTOR_BYTES = Gauge("lakehouse_cdc_state_executor_bytes",
-                                 "The CDC apply's key state: bytes of cached state blocks each executor holds, as "
-                                 "its block manager measures them.", ["executor"])
+                                 "The CDC apply's key state: key index bytes each executor holds (its state "
+                                 "partitions, located by Spark's block managers).", ["executor"])
 AGGREGATE_DELAY = Gauge("lakehouse_aggregate_delay_seconds",
                         "Live aggregates: result commit time minus the newest source commit (ingest_time) merged.")
 AGGREGATE_STATE_ROWS = Gauge("lakehouse_aggregate_state_rows",

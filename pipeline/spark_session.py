@@ -46,6 +46,10 @@ def spark_conf(settings: Settings, app_name: str, extra_jars: tuple[Path, ...] =
         # The first job waits for every executor (up to Spark's 30 s): the CDC apply spreads its key state over
         # the executors there are when it builds it (pipeline.cdc.apply).
         "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+        # A CDC apply task waits this long for the executor that holds its key state (pipeline.cdc.held_state)
+        # before Spark would run it elsewhere, where the state is not: 3 s by default, shorter than a maintenance
+        # rewrite may keep an executor busy. Only the apply's tasks have a preferred executor.
+        "spark.locality.wait": "30s",
         # Python workers without the per-task re-read of Spark's archives (0.19 s a task; see the module).
         "spark.python.daemon.module": "pipeline.python_daemon",
         # Live commit locks heartbeat often enough that pipeline.commit_locks never frees them.

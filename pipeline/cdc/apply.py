@@ -1,30 +1,32 @@
 """The CDC apply on Spark: Debezium change topics merged into the dimension tables, the key state spread over the executors.
 
 Each dimension table is partitioned by ``bucket(N, key)`` (``pipeline.cdc.buckets``), and the
-apply's key state lives in an RDD of P partitions, as many as the application has cores (at
-most N): partition *p* holds buckets *p*, *p* + P, ... of every table (each bucket's key index
-and live files), cached on the executor that computed it. The state is built in one wave of P
-tasks, one a core, so each executor holds the share of it its cores are of the whole, and
-keeps it: the next batch's task for partition *p* runs where *p*'s block is. A batch is one
-Spark job of two stages:
+apply's key state is split into P partitions, as many as the application has cores (at most
+N): partition *p* holds buckets *p*, *p* + P, ... of every table (each bucket's key index and
+live files). The state is built in one wave of P tasks, one a core, so each executor holds the
+share of it its cores are of the whole, and keeps it on its local disk (``held_state``): what
+Spark caches for a partition is only a small ``Held``, whose block keeps the partition's next
+task on that executor. A batch is one Spark job:
 
 1. **read**: tasks fetch the batch's planned Kafka ranges (``kafka_source.fetch``), decode the
-   envelopes (``cdc.changes``) and cut them by key bucket; a shuffle brings each bucket's
-   changes to the partition that holds the bucket;
-2. **apply**: task *p* zips its cached buckets with their changes and applies them
+   envelopes (``cdc.changes``) and cut them by key bucket. A small batch is read by every
+   partition's task for itself (one stage); a large one (the initial snapshot) in a stage of
+   its own, whose shuffle brings each bucket's changes to the partition that holds the bucket;
+2. **apply**: task *p* claims its buckets from the executor's disk and applies their changes
    (``buckets.apply``): a fold when one is due, one data file of after-images and one
-   position-delete file per bucket and table. Its buckets as they stand after the batch are
-   cached as the next batch's state; the files they wrote go to the driver (an accumulator).
+   position-delete file per bucket and table. It keeps its buckets as the next version of the
+   state; the files they wrote go to the driver (an accumulator).
 
 The driver plans the ranges and commits one snapshot per table with all buckets' files and the
 topic's end offsets (``RowDelta``): the offsets in the snapshot stay the only record of
-progress. The state is always the state *of the last committed snapshot*: a batch's new
-state replaces the old only after every table committed; a failed batch (a task, a commit,
-a lost executor) drops it, and ``recover`` builds the state again from the tables — which is
-also how the apply takes over tables another writer left (the Python apply, a compaction by
-maintenance). The cached blocks are local checkpoints: Spark never recomputes one from its
-lineage (that would apply old batches again); a lost one fails the batch, and the state is
-read again.
+progress. The state is always the state *of the last committed snapshot*: the ``Held`` blocks
+of a batch replace the old ones only after every table committed; a failed batch (a task, a
+commit, a lost executor) drops them, and ``recover`` builds the state again from the tables
+— which is also how the apply takes over tables another writer left (the Python apply, a
+compaction by maintenance). A task that finds its state gone or in another version than its
+``Held`` says raises ``StateNotHere``, and the batch runs again on a state built anew. The
+cached blocks are local checkpoints: Spark never recomputes one from its lineage (that would
+apply old batches again); a lost one fails the batch, and the state is read again.
 
 Why not Structured Streaming with ``transformWithStateInPandas``: its state store keeps its
 own checkpoint of offsets and state, which would have to be brought back in step with the
@@ -37,9 +39,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -54,11 +59,12 @@ from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import FatalError
 from lakehouse.settings import Settings
 from pipeline import metrics
-from pipeline.cdc.buckets import BUCKET_FIELD, Bucket, Outcome, TableWork, apply, bucket_count, buckets_of, build
+from pipeline.cdc.buckets import BUCKET_FIELD, Outcome, TableWork, apply, bucket_count, buckets_of, build
 from pipeline.cdc.changes import parse_changes
 from pipeline.cdc.dimension_tables import committed_position, ensure_dimension_tables
 from pipeline.cdc.expiry import expire_old_snapshots
 from pipeline.cdc.fold import FoldPolicy
+from pipeline.cdc.held_state import Held, StateNotHere, claim, keep, scratch
 from pipeline.cdc.images import image_struct
 from pipeline.cdc.row_delta import RowDelta
 from pipeline.cdc.schema_history import SchemaRecord, SchemaWatch
@@ -127,19 +133,18 @@ def _by_bucket(pairs: list) -> dict[int, dict[str, pa.Table]]:
             for bucket, topics in parts.items()}
 
 
-State = dict[int, dict[str, Bucket]]  # one partition of the state: its buckets, each with one Bucket per table
-
-
 def _step(works: dict[str, TableWork], outcomes):
-    """The apply stage's function: (the partition's buckets, their changes) in, the buckets after the batch out."""
+    """The apply stage's function: (the partition's held state, its buckets' changes) in, the state after the batch
+    out — claimed from the executor's disk, changed, and kept there as the next version (``held_state``)."""
 
-    def run(pair: tuple[State, dict[int, dict[str, pa.Table]]]) -> State:
-        state, changes = pair
+    def run(pair: tuple[Held, dict[int, dict[str, pa.Table]]]) -> Held:
+        held, changes = pair
+        state = claim(held)
         for number, tables in state.items():
             mine = changes.get(number, {})
             outcomes.add({number: {topic: apply(tables[topic], work, mine.get(topic))
                                    for topic, work in works.items() if topic in tables}})
-        return state
+        return keep(state, Path(held.directory), held.version + 1)
 
     return run
 
@@ -148,21 +153,31 @@ def _read_and_step(reading: _Reading, works: dict[str, TableWork], outcomes):
     """The one-stage batch: each state partition's task reads the whole batch and keeps its own buckets' changes."""
     step = _step(works, outcomes)
 
-    def run(states):
-        for state in states:
-            changes = _by_bucket(list(reading.read(range(len(reading.groups)), only=set(state))))
-            yield step((state, changes))
+    def run(helds):
+        for held in helds:
+            changes = _by_bucket(list(reading.read(range(len(reading.groups)), only=set(held.buckets))))
+            yield step((held, changes))
 
     return run
 
 
-def _build(works: dict[str, TableWork], fold_files: int):
-    def run(item: dict[int, dict[str, list]]) -> State:
-        return {number: {topic: build(number, work, tasks.get(topic, []), number * fold_files // work.buckets)
-                         for topic, work in works.items() if number < work.buckets}
-                for number, tasks in item.items()}
+def _build(works: dict[str, TableWork], fold_files: int, generation: str):
+    """The recovery's function: a partition's buckets read from their live files, kept on this executor's disk."""
+
+    def run(item: tuple[int, dict[int, dict[str, list]]]) -> Held:
+        partition, buckets = item
+        state = {number: {topic: build(number, work, tasks.get(topic, []), number * fold_files // work.buckets)
+                          for topic, work in works.items() if number < work.buckets}
+                 for number, tasks in buckets.items()}
+        return keep(state, scratch(generation, partition), 0)
 
     return run
+
+
+def _reason(error: Py4JJavaError) -> str:
+    """The Python task's own message in a failed Spark job's error."""
+    found = re.search(rf"{StateNotHere.__name__}: (.*)", str(error))
+    return found.group(1) if found else str(error).splitlines()[0]
 
 
 class DimensionApplyJob(KafkaBatchJob):
@@ -204,14 +219,13 @@ class DimensionApplyJob(KafkaBatchJob):
         # as many partitions as the application has cores (at most one a bucket): all are built in one wave, one a
         # core, so each executor gets the share of the state its cores are of the whole, and keeps it (locality)
         self.partitions = max(1, min(buckets, self.sc.defaultParallelism))
-        parts = [{b: per_bucket[b] for b in range(p, buckets, self.partitions)} for p in range(self.partitions)]
+        parts = [(p, {b: per_bucket[b] for b in range(p, buckets, self.partitions)}) for p in range(self.partitions)]
         state = self.sc.parallelize(parts, self.partitions) \
-            .map(_build(works, self.policy.fold_files))._reserialize(ONE)
+            .map(_build(works, self.policy.fold_files, uuid.uuid4().hex))._reserialize(ONE)
         self._swap(self._checkpointed(state))
         log.info("dims: key state of %s buckets in %d partitions built in %.1fs",
                  ", ".join(f"{self.targets[t].table}: {n}" for t, n in self.buckets.items()), self.partitions,
                  time.monotonic() - began)
-        self._gauge_executors()
         self.committed: kafka_offsets.Offsets = {}
         self.committed_ids: dict[str, str] = {}
         for topic, table in self.handles.items():
@@ -287,23 +301,24 @@ class DimensionApplyJob(KafkaBatchJob):
         self._swap(None)
         self.planner.close()
 
-    def write(self, batch: Batch) -> int:
-        """One Spark job applies the batch in every bucket; then one commit per table, side by side."""
+    def write(self, batch: Batch, retrying: bool = False) -> int:
+        """One Spark job applies the batch in every bucket; then one commit per table, side by side. A task that
+        finds no state on its executor (``StateNotHere``) makes the apply build it again and run the batch once
+        more."""
         topics = sorted({r.topic for r in batch.work})
         changed = self._follow_schemas(topics, self.history.latest())
         works = {topic: w for topic, w in self._works().items() if topic in topics}
         reading = self._reading(batch, works)
         self.outcomes.value = {}
         began = time.monotonic()
-        assert self.state is not None  # built in __init__ (recover)
-        if sum(r.end - r.start for r in batch.work) > self.settings.pipeline.cdc_shuffle_records:
-            changes = self.sc.parallelize(range(len(reading.groups)), max(1, len(reading.groups))) \
-                .mapPartitions(reading.read).partitionBy(self.partitions, lambda bucket: bucket) \
-                .glom().map(_by_bucket)._reserialize(ONE)
-            batch_state = self.state.zip(changes).map(_step(works, self.outcomes))
-        else:
-            batch_state = self.state.mapPartitions(_read_and_step(reading, works, self.outcomes))
-        new = self._checkpointed(batch_state._reserialize(ONE))
+        try:
+            new = self._apply(batch, reading, works)
+        except Py4JJavaError as error:
+            if StateNotHere.__name__ not in str(error) or retrying:
+                raise
+            log.warning("dims: %s; building the key state again from the tables", _reason(error))
+            self.recover()
+            return self.write(batch, retrying=True)
         applied = time.monotonic() - began
         by_bucket: dict[int, dict[str, Outcome]] = dict(self.outcomes.value)
         try:
@@ -319,6 +334,18 @@ class DimensionApplyJob(KafkaBatchJob):
                  max((o.seconds for done in by_bucket.values() for o in done.values()), default=0),
                  time.monotonic() - began - applied)
         return sum(counts)
+
+    def _apply(self, batch: Batch, reading: _Reading, works: dict[str, TableWork]) -> RDD:
+        """The batch's Spark job: the state after it, computed and cached (the state before stays until the commits)."""
+        assert self.state is not None  # built in __init__ (recover)
+        if sum(r.end - r.start for r in batch.work) > self.settings.pipeline.cdc_shuffle_records:
+            changes = self.sc.parallelize(range(len(reading.groups)), max(1, len(reading.groups))) \
+                .mapPartitions(reading.read).partitionBy(self.partitions, lambda bucket: bucket) \
+                .glom().map(_by_bucket)._reserialize(ONE)
+            batch_state = self.state.zip(changes).map(_step(works, self.outcomes))
+        else:
+            batch_state = self.state.mapPartitions(_read_and_step(reading, works, self.outcomes))
+        return self._checkpointed(batch_state._reserialize(ONE))
 
     def _reading(self, batch: Batch, works: dict[str, TableWork]) -> _Reading:
         """How the batch's tasks read its changes: its planned ranges in one group a core, and each topic's decoding."""
@@ -392,32 +419,37 @@ class DimensionApplyJob(KafkaBatchJob):
         return upserts + deletes
 
     def _observe(self, works: dict[str, TableWork], by_bucket: dict[int, dict[str, Outcome]], applied: float) -> None:
-        """The batch's Spark job time, each bucket's keys and index size, and each executor's cached state as its
-        block manager measures it (Spark's status tracker: the driver's own entry holds no state unless it
-        runs the tasks itself, in local mode)."""
+        """The batch's Spark job time, each bucket's keys and index size, and the index bytes each executor holds."""
         metrics.CDC_STAGE_SECONDS.labels("apply").observe(applied)
-        self._gauge_executors()
+        per_partition: dict[int, int] = {}
         for bucket, done in by_bucket.items():
             for topic, outcome in done.items():
                 table = works[topic].table
                 metrics.CDC_STATE_KEYS.labels(table, str(bucket)).set(outcome.live_keys)
                 metrics.CDC_STATE_BYTES.labels(table, str(bucket)).set(outcome.index_bytes)
+                partition = bucket % self.partitions
+                per_partition[partition] = per_partition.get(partition, 0) + outcome.index_bytes
+        self._gauge_executors(per_partition)
 
-    def _gauge_executors(self) -> None:
-        """Bytes of the state's cached blocks on each executor, from Spark's status store (what the UI's Storage
-        tab shows): the block managers measure them, so the split over executors is observed, not assumed."""
-        if self.state is None:
-            return
+    def _gauge_executors(self, per_partition: dict[int, int]) -> None:
+        """Key index bytes each executor holds: each state partition's, by the executor whose block manager holds
+        the partition's cached ``Held`` (Spark's status store, as the UI's Storage tab shows it) — the executor the
+        scheduler sends the partition's next task to, and whose disk holds its files."""
+        assert self.state is not None
         store = self.sc._jsc.sc().statusStore()
-        executors = store.executorList(True)
-        ids = {executors.apply(i).hostPort(): executors.apply(i).id() for i in range(executors.size())}
         try:
-            spread = store.rdd(self.state.id()).dataDistribution()
-        except Py4JJavaError:  # not reported yet
+            parts = store.rdd(self.state.id()).partitions()
+        except Py4JJavaError:  # not reported yet: the gauges keep the last batch's figures
             return
+        if not parts.isDefined() or not parts.get().size():
+            return
+        held: dict[str, int] = {}
+        for i in range(parts.get().size()):
+            part = parts.get().apply(i)
+            partition = int(part.blockName().rsplit("_", 1)[1])
+            for j in range(part.executors().size()):
+                executor = part.executors().apply(j)
+                held[executor] = held.get(executor, 0) + per_partition.get(partition, 0)
         metrics.CDC_STATE_EXECUTOR_BYTES.clear()
-        if spread.isDefined():
-            for i in range(spread.get().size()):
-                part = spread.get().apply(i)
-                metrics.CDC_STATE_EXECUTOR_BYTES.labels(ids.get(part.address(), part.address())).set(
-                    part.memoryUsed() + part.diskUsed())
+        for executor, size in held.items():
+            metrics.CDC_STATE_EXECUTOR_BYTES.labels(executor).set(size)

@@ -10,8 +10,8 @@ files when they have gathered. No task ever reads or moves another bucket's rows
 that one bucket does can leave another's index wrong. Readers gain too: a point query on the
 key reads one partition.
 
-A ``Bucket`` is plain data (NumPy arrays, DataFile records): Spark keeps it between batches as
-the cached block of a one-element partition, on the executor that computed it.
+A ``Bucket`` is plain data (NumPy arrays, DataFile records): between batches it stays on the
+local disk of the executor that built it (``pipeline.cdc.held_state``).
 """
 
 from __future__ import annotations
@@ -117,8 +117,9 @@ def build(number: int, work: TableWork, tasks: list[tuple[DataFile, list[DataFil
 
 def apply(bucket: Bucket, work: TableWork, changes: pa.Table | None) -> Outcome:
     """The bucket's share of a batch, in place: a fold when one is due, then the newest change per key as
-    one data file and one position-delete file; returns the files to commit. (Spark hands each task its
-    own copy of the cached bucket, so a batch that fails leaves the cached one as it was.)"""
+    one data file and one position-delete file; returns the files to commit. (A batch that fails after this
+    leaves the bucket changed but not committed: its ``Held`` version is not the one the next batch starts
+    from, so the state is built again.)"""
     began = time.monotonic()
     keep_resident_small()
     outcome = Outcome()

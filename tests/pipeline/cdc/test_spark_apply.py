@@ -7,6 +7,8 @@ import os
 import re
 import time
 import urllib.request
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -88,6 +90,43 @@ def test_a_key_updated_right_after_its_row_was_folded_into_another_file(spark, c
     files = _files(cdc, cdc.catalog.members_table)
     buckets = {f.partition[0] for f in files}
     assert len(buckets) > 1 and all(0 <= b < cdc.pipeline.cdc_buckets for b in buckets)
+    assert not capture
+
+
+def _held_files(spark) -> list:
+    """The apply's state files on the local executor's disk (local mode: the driver's own SparkFiles root)."""
+    from pyspark import SparkFiles  # deferred: the session's root exists once the fixture made the session
+
+    return sorted((Path(SparkFiles.getRootDirectory()) / "cdc-state").glob("*/state.pkl"))
+
+
+def test_a_task_that_does_not_find_its_key_state_makes_the_apply_build_it_again(spark, cdc, capture, trino, caplog):
+    """The key state lives between batches in files on the executor's disk, one version a batch. A state that is
+    gone (an executor's disk lost) or of another version than the batch starts from (a batch failed after its tasks
+    changed it) is never used: the apply builds the state again from the tables and runs the batch once more, and
+    no change is lost or applied twice."""
+    job = DimensionApplyJob(spark, cdc)
+    try:
+        wait_equal(spark, cdc, 60, drain=job.run_once)
+        held = _held_files(spark)
+        assert held, "the apply keeps no state on the executor's disk"
+        held[0].unlink()  # the state gone
+        execute(cdc, "UPDATE user_member SET memberLevel = memberLevel + 1 WHERE userid < '2'",
+                "DELETE FROM products WHERE productId = '3'")
+        with caplog.at_level("WARNING", logger="pipeline.cdc.apply"):
+            wait_equal(spark, cdc, 60, drain=job.run_once)
+        assert "building the key state again" in caplog.text
+        caplog.clear()
+        assert job.state is not None
+        job.state = job.state.map(lambda h: replace(h, version=h.version - 1))  # the state a batch ago
+        execute(cdc, "UPDATE user_member SET memberLevel = memberLevel + 1 WHERE userid < '3'",
+                "INSERT INTO products (productId, name, description, product_price) VALUES ('h1', 'n', 'd', 1.5)")
+        with caplog.at_level("WARNING", logger="pipeline.cdc.apply"):
+            wait_equal(spark, cdc, 60, drain=job.run_once)
+        assert re.search(r"is version (\d+), not (\d+)", caplog.text), caplog.text
+    finally:
+        job.close()
+    assert trino_rows(cdc) == source_rows(cdc) == lake_rows(spark, cdc)
     assert not capture
 
 
