@@ -34,7 +34,7 @@ from lab.bench.cdc import bench_settings, discard_cdc_world
 from lab.bench.cdc_processes import CdcProcesses
 from lab.bench.freshness import MarkedFreshness, quantiles
 from lab.bench.ingest import commit_rate
-from lab.bench.process_cpu import CpuMeter, PeakRss, service_cpu, tree_cpu_seconds, tree_peak_rss_mb, tree_pids
+from lab.bench.process_cpu import CpuMeter, PeakRss, service_cpu, spark_parts, tree_cpu_seconds, tree_peak_rss_mb, tree_pids
 from lab.reconcile import member_fingerprints, member_sample_differences
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import LakehouseError
@@ -92,6 +92,9 @@ class ScaleResult:
     delete_files_end: int = 0
     data_files_end: int = 0
     apply_rss_mb: float = 0.0
+    #: the apply's peak RSS by process tree while changing: its driver, each executor with its Python workers
+    apply_parts_rss_mb: dict[str, float] = field(default_factory=dict)
+    snapshot_apply_parts_rss_mb: dict[str, float] = field(default_factory=dict)
     #: the apply killed (kill -9) once the changes are in, started again: seconds until it applied a change written
     #: after the kill, and its peak memory until then (its key index read back from the table)
     restart_s: float = float("nan")
@@ -241,7 +244,7 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
     processes = CdcProcesses(s, s.mariadb.database, apply)
     writer = MemberChanges(s, members)
     try:
-        peaks = PeakRss(lambda: {name: tree_pids(pid) for name, pid in processes.pids().items()})
+        peaks = PeakRss(lambda: _watched(processes))
         meter = _cpu_meter(s, processes)
         meter.start()
         during = threading.Thread(target=writer.run, args=(100, 20.0), daemon=True)  # changes *during* the snapshot
@@ -260,7 +263,8 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
                  f"peak RSS capture {snapshot_peaks['capture']:,.0f} MiB, apply {snapshot_peaks['apply']:,.0f} MiB")
         result = ScaleResult(members, loaded.rows_per_s, members / snapshot_s, snapshot_peaks["capture"],
                              snapshot_peaks["apply"],
-                             snapshot_cores={part: cpu / snapshot_s for part, cpu in snapshot_cpu.items()})
+                             snapshot_cores={part: cpu / snapshot_s for part, cpu in snapshot_cpu.items()},
+                             snapshot_apply_parts_rss_mb=_parts(snapshot_peaks))
         _wait_applied(s, _topic_end(s), 300, processes)
         result.reads_start = read_cost(s, members)
         if duration > 0:
@@ -277,6 +281,20 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
     if not keep:
         discard_cdc_world(s)
     return result
+
+
+def _watched(processes: CdcProcesses, only: tuple[str, ...] = ("capture", "apply")) -> dict[str, list[int]]:
+    """The processes whose memory the benchmark samples: the capture's and the apply's trees, and the apply's
+    by part (``apply: driver``, ``apply: executor N``) when it is a Spark application with executors."""
+    pids = processes.pids()
+    out = {name: tree_pids(pid) for name, pid in pids.items() if name in only}
+    if "apply" in out:
+        out.update({f"apply: {part}": members for part, members in spark_parts(pids["apply"]).items()})
+    return out
+
+
+def _parts(peaks: dict[str, float]) -> dict[str, float]:
+    return {name.removeprefix("apply: "): mb for name, mb in peaks.items() if name.startswith("apply: ")}
 
 
 def _cpu_meter(s: Settings, processes: CdcProcesses) -> CpuMeter:
@@ -313,7 +331,7 @@ def _wait_topic(s: Settings, target: int, processes: CdcProcesses, timeout: floa
 def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float, duration: float,
             processes: CdcProcesses, progress, chaos: bool) -> None:
     progress(f"writing {rate:,.0f} changes/s for {duration:.0f}s")
-    peaks = PeakRss(lambda: {"apply": tree_pids(processes.pids()["apply"])})
+    peaks = PeakRss(lambda: _watched(processes, only=("apply",)))
     meter = _cpu_meter(s, processes)
     meter.start()
     since_ms, began = int(time.time() * 1000), time.monotonic()
@@ -351,7 +369,8 @@ def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float
     _note_bytes_added(table, since_ms, added)
     result.changes = written[0] if written else 0
     result.sustained_cps = commit_rate(samples)
-    result.apply_rss_mb = peaks.stop()["apply"]
+    steady_peaks = peaks.stop()
+    result.apply_rss_mb, result.apply_parts_rss_mb = steady_peaks["apply"], _parts(steady_peaks)
     result.bytes_per_change = sum(added.values()) / max(result.changes, 1)
     result.row_bytes = _changed_row_bytes(s)
     result.freshness_p50_s, result.freshness_p95_s = fresh.quantiles_s((50, 95))

@@ -141,6 +141,28 @@ def tree_pids(pid: int) -> list[int]:
         return [pid]
 
 
+def spark_parts(pid: int) -> dict[str, list[int]]:
+    """A Spark application's process tree by part: "driver" (the Python driver, its JVM and their other children)
+    and "executor N" (each executor JVM launched for it, as in local-cluster mode, with its Python workers)."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return {"driver": [pid]}
+    parts: dict[str, list[int]] = {}
+    inside: set[int] = set()
+    for child in children:
+        try:
+            command = child.cmdline()
+            if "CoarseGrainedExecutorBackend" in " ".join(command):
+                executor = command[command.index("--executor-id") + 1] if "--executor-id" in command else str(child.pid)
+                tree = [child.pid, *(c.pid for c in child.children(recursive=True))]
+                parts[f"executor {executor}"] = tree
+                inside.update(tree)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return {"driver": [pid, *(c.pid for c in children if c.pid not in inside)], **dict(sorted(parts.items()))}
+
+
 def tree_peak_rss_mb(pid: int) -> float:
     """The peaks (``peak_rss_mb``) of ``pid`` and its descendants, summed: at most what they held at once. A
     descendant that ended between the listing and the reading (a Spark executor's short-lived helpers) counts

@@ -33,6 +33,13 @@ def cdc_at_scale(settings, rate: float, duration: float, members: int, engines: 
         ("write amplification (bytes added per change / raw bytes of the row)", f"{r.write_amplification:.1f}x"),
         ("data files / delete files at the end", f"{r.data_files_end} / {r.delete_files_end}"),
         ("apply peak RSS while changing (MiB)", f"{r.apply_rss_mb:,.0f}"),
+        *((("apply peak RSS by process tree, snapshot / changing (MiB)",
+            ", ".join(f"{part} {r.snapshot_apply_parts_rss_mb.get(part, 0):,.0f} / {mb:,.0f}"
+                      for part, mb in r.apply_parts_rss_mb.items())),) if len(r.apply_parts_rss_mb) > 1 else ()),
+        *((("executors' shares of their RSS while changing (the key state each holds)",
+            ", ".join(f"{part} {mb / executors:.1%}" for part, mb in r.apply_parts_rss_mb.items()
+                      if part.startswith("executor"))),) if (executors := sum(
+            mb for part, mb in r.apply_parts_rss_mb.items() if part.startswith("executor"))) else ()),
         ("apply killed after the changes, restarted: s until it applied again, its peak RSS (MiB)",
          f"{r.restart_s:.1f}, {r.restart_rss_mb:,.0f}"),
         ("cores used while changing", ", ".join(f"{part} {cores:.2f}" for part, cores in r.cores.items())),
