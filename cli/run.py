@@ -49,23 +49,8 @@ def clicks(
     _run_single("clicks", trigger, max_batches, log_level)
 
 
-@app.command(name="clicks-arrow")
-def clicks_arrow(
-    trigger: Annotated[float | None, typer.Option(help="Seconds between micro-batches (default from settings).")] = None,
-    max_batches: Annotated[int | None, typer.Option(help="Stop after this many non-idle batches.")] = None,
-    log_level: Annotated[str, typer.Option(help="Python log level.")] = "info",
-) -> None:
-    """The click job without Spark: one Python process reads, validates, enriches and commits (PyIceberg).
-
-    Same tables, same offsets in the same commit as the rows, same dead letters and schema
-    evolution as `run clicks`; no JVM, so a batch costs a fraction of a second less
-    (docs/peers.md). Run one click job or the other on a table, not both.
-    """
-    _run_single("clicks-arrow", trigger, max_batches, log_level)
-
-
 def _run_single(name: str, trigger: float | None, max_batches: int | None, log_level: str, **job_args) -> None:
-    """One job in its own process (and Spark application, if it uses Spark), until Ctrl-C / SIGTERM."""
+    """One job in its own process and Spark application, until Ctrl-C / SIGTERM."""
     from pipeline.app import run_job
     from pipeline.jobs import job_spec
     from pipeline.spark_session import build_session
@@ -74,7 +59,7 @@ def _run_single(name: str, trigger: float | None, max_batches: int | None, log_l
     settings, stop = _service(log_level, spec.port)
     if spec.lowers_priority:  # before the JVM starts, which inherits it: the writers get the cores first
         os.nice(settings.maintenance.nice)
-    spark = build_session(settings, f"lakehouse-{name}") if spec.needs_spark else None
+    spark = build_session(settings, f"lakehouse-{name}")
     job = spec.factory_class()(spark, settings, **job_args)
     port = spec.port(settings.metrics)
     console.print(f"{name}: running; metrics on http://{settings.metrics.host}:{port}/metrics")
@@ -82,8 +67,7 @@ def _run_single(name: str, trigger: float | None, max_batches: int | None, log_l
         run_job(job, settings, stop, trigger, max_batches)
     finally:
         job.close()
-        if spark is not None:
-            spark.stop()
+        spark.stop()
 
 
 @app.command()

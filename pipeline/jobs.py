@@ -1,5 +1,6 @@
 """Every long-running micro-batch job, declared once: what builds it, how often it runs, where its
-metrics are, whether it needs Spark, and how it shares a Spark application.
+metrics are, and how it shares a Spark application. Every job is a Spark application (or one of several
+in a shared one, `run pipeline`).
 
 Read by the command line (`lakehouse run <job>`, `run pipeline --jobs`), by the Spark session (one
 FAIR pool per job) and by the runner. Before this, a job's facts were spread over five places (the
@@ -20,7 +21,6 @@ from lakehouse.settings import MetricsSettings, Settings
 class JobSpec:
     name: str
     factory: str  # "module:Class", imported on use: the click job loads pyspark, `run dims` never should
-    needs_spark: bool  # False: a Python process without Spark, its writes PyIceberg commits (clicks-arrow)
     trigger: Callable[[Settings], float]  # seconds between batches
     port: Callable[[MetricsSettings], int]  # its /metrics port when it runs as a process of its own
     pool_weight: Callable[[Settings], tuple[int, int]]  # (weight, minShare) of its FAIR pool in a shared app
@@ -36,18 +36,15 @@ def _writer_pool(settings: Settings) -> tuple[int, int]:
 
 
 JOBS: dict[str, JobSpec] = {spec.name: spec for spec in (
-    JobSpec("clicks", "pipeline.clicks.job:ClickIngestJob", needs_spark=True,
+    JobSpec("clicks", "pipeline.clicks.job:ClickIngestJob",
             trigger=lambda s: s.pipeline.trigger_seconds, port=lambda m: m.pipeline_port, pool_weight=_writer_pool),
-    # the same job without Spark: one Python process reads, parses, enriches and commits with PyIceberg
-    JobSpec("clicks-arrow", "pipeline.clicks.arrow_job:ArrowClickJob", needs_spark=False,
-            trigger=lambda s: s.pipeline.trigger_seconds, port=lambda m: m.pipeline_port, pool_weight=_writer_pool),
-    JobSpec("dims", "pipeline.cdc.apply:DimensionApplyJob", needs_spark=True,
+    JobSpec("dims", "pipeline.cdc.apply:DimensionApplyJob",
             trigger=lambda s: s.pipeline.dims_trigger_seconds, port=lambda m: m.pipeline_port,
             pool_weight=_writer_pool),
-    JobSpec("aggregate", "pipeline.aggregates.live:LiveAggregates", needs_spark=True,
+    JobSpec("aggregate", "pipeline.aggregates.live:LiveAggregates",
             trigger=lambda s: s.pipeline.aggregate_trigger_seconds, port=lambda m: m.aggregate_port,
             pool_weight=_writer_pool),
-    JobSpec("maintain", "pipeline.maintenance.job:MaintenanceJob", needs_spark=True,
+    JobSpec("maintain", "pipeline.maintenance.job:MaintenanceJob",
             trigger=lambda s: s.maintenance.interval_seconds, port=lambda m: m.maintenance_port,
             pool_weight=lambda s: (1, 0), lowers_priority=True),
 )}

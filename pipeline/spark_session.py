@@ -94,7 +94,7 @@ def scheduler_pools(settings: Settings) -> Path:
 
 def build_session(settings: Settings, app_name: str, master: str | None = None, extra_jars: tuple[Path, ...] = ()):
     """A SparkSession: local[2] (or ``master`` / SPARK_MASTER), or the submitter's in cluster mode."""
-    # deferred: pyspark: only for the jobs that build a session (clicks-arrow never does)
+    # deferred: pyspark: loaded by the commands that start Spark, not by every importer of spark_conf
     from pyspark.sql import SparkSession
 
     if settings.pipeline.spark_deploy == "cluster":

@@ -125,8 +125,7 @@ def start_job_process(s: Settings, job: str, log_path: Path, port: int | None = 
                       module: str | None = None) -> subprocess.Popen:
     """`lakehouse run <job>` as a process of its own, with ``s`` and its metrics on ``port`` (default: a free
     one, beside a running stack's); ``module``: `python -m <module>` in its place (a peer of the job)."""
-    port_setting = {"cdc": "CDC_PORT", "dims": "PIPELINE_PORT", "clicks": "PIPELINE_PORT", "clicks-arrow": "PIPELINE_PORT",
-                   "aggregate": "AGGREGATE_PORT"}[job]
+    port_setting = {"cdc": "CDC_PORT", "dims": "PIPELINE_PORT", "clicks": "PIPELINE_PORT", "aggregate": "AGGREGATE_PORT"}[job]
     env = {**os.environ, **settings_env(s, with_secrets=True),
            f"LAKEHOUSE_METRICS__{port_setting}": str(port or free_port(s.metrics.host))}
     with log_path.open("ab") as log:

@@ -88,18 +88,24 @@ class PeerResult:
         return self.rows == self.distinct_offsets and (self.exactly_once or not self.caught_up)
 
 
-def this_pipeline(trigger_seconds: float | None = None, job: str = "clicks") -> System:
-    """`lakehouse run clicks` at its defaults, or at another micro-batch interval (``pipeline.trigger_seconds``);
-    ``job="clicks-arrow"``: its click job without Spark (``pipeline.clicks.arrow_job``)."""
+def this_pipeline(trigger_seconds: float | None = None) -> System:
+    """`lakehouse run clicks` at its defaults, or at another micro-batch interval (``pipeline.trigger_seconds``)."""
     def start(s: Settings, topic: str, table: str, log: Path) -> subprocess.Popen:
         s = _for(s, topic, table)
         if trigger_seconds is not None:
             s.pipeline.trigger_seconds = trigger_seconds
-        return start_job_process(s, job, log)
-    setting = [f"trigger {trigger_seconds:g} s"] if trigger_seconds is not None else []
-    if job != "clicks":
-        setting.insert(0, f"run {job}")
-    return System("this pipeline" + (f" ({', '.join(setting)})" if setting else ""), start)
+        return start_job_process(s, "clicks", log)
+    return System("this pipeline" + (f" (trigger {trigger_seconds:g} s)" if trigger_seconds is not None else ""),
+                  start)
+
+
+def clicks_arrow(trigger_seconds: float) -> System:
+    """The click job's work without Spark, on one Python process (``lab.peers.clicks_arrow``)."""
+    def start(s: Settings, topic: str, table: str, log: Path) -> subprocess.Popen:
+        s = _for(s, topic, table)
+        s.pipeline.trigger_seconds = trigger_seconds
+        return start_job_process(s, "clicks", log, module="lab.peers.clicks_arrow")
+    return System(f"the click job without Spark (lab/peers/clicks_arrow.py, trigger {trigger_seconds:g} s)", start)
 
 
 def spark_structured_streaming(trigger_seconds: float) -> System:

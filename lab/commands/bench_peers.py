@@ -27,8 +27,8 @@ def peers(
         help="Also run this pipeline at these micro-batch intervals in seconds (its default is "
              "pipeline.trigger_seconds, 1 s), to find its own best setting.")] = "",
     arrow_triggers: Annotated[str, typer.Option(
-        help="Also run this pipeline's click job without Spark (`lakehouse run clicks-arrow`: read, parse, "
-             "enrich and commit on one Python process) at these micro-batch intervals in seconds.")] = "",
+        help="Also run the click job's work without Spark (lab/peers/clicks_arrow.py: read, parse, enrich and "
+             "commit on one Python process) at these micro-batch intervals in seconds.")] = "",
     keep: Annotated[bool, typer.Option(help="Keep each run's topic and table (to look at them after).")] = False,
 ) -> None:
     """The same workload through each system, one after another on the local stack: freshness p50/p95/p99,
@@ -40,13 +40,13 @@ def peers(
     from rich.console import Console
     from rich.table import Table
 
-    from lab.bench.peers import flink, result_line, run, spark_structured_streaming, this_pipeline
+    from lab.bench.peers import clicks_arrow, flink, result_line, run, spark_structured_streaming, this_pipeline
     from lab.commands.bench_ingest import CLICK_STACK
 
     settings = stack_settings_or_exit(*CLICK_STACK)
     systems = ([this_pipeline()] if pipeline else []) + [
         this_pipeline(float(t)) for t in pipeline_triggers.split(",") if t.strip()] + [
-        this_pipeline(float(t), job="clicks-arrow") for t in arrow_triggers.split(",") if t.strip()] + [
+        clicks_arrow(float(t)) for t in arrow_triggers.split(",") if t.strip()] + [
         spark_structured_streaming(float(t)) for t in spark_triggers.split(",") if t.strip()] + [
         flink(float(c)) for c in flink_checkpoints.split(",") if c.strip()]
     with friendly_errors():

@@ -1,5 +1,5 @@
-"""A CDC peer as a process of its own, run the way `lakehouse run dims` runs the apply: settings from LAKEHOUSE_*
-variables, /metrics on the pipeline's port, stopped by SIGTERM between batches."""
+"""A peer as a process of its own, run the way `lakehouse run <job>` runs a job: settings from LAKEHOUSE_* variables,
+/metrics on the pipeline's port, stopped by SIGTERM between batches."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from pipeline.metrics import serve
 from pipeline.runner import install_stop_handlers, run_loop
 
 
-def run_peer(make_job: Callable[[Settings], KafkaBatchJob]) -> None:
-    """Build the peer's job from the settings and run its batches until SIGTERM."""
+def run_peer(make_job: Callable[[Settings], KafkaBatchJob],
+             trigger: Callable[[Settings], float] = lambda s: s.pipeline.dims_trigger_seconds) -> None:
+    """Build the peer's job from the settings and run its batches, ``trigger`` seconds apart, until SIGTERM."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = load_settings()
     serve(settings.metrics.host, settings.metrics.pipeline_port)
@@ -22,6 +23,6 @@ def run_peer(make_job: Callable[[Settings], KafkaBatchJob]) -> None:
     install_stop_handlers(stop)
     job = make_job(settings)
     try:
-        run_loop(job, settings.pipeline.dims_trigger_seconds, stop)
+        run_loop(job, trigger(settings), stop)
     finally:
         job.close()

@@ -18,9 +18,9 @@ def test_triggers_ports_and_pools_come_from_the_settings():
     assert job_spec("dims").trigger(s) == s.pipeline.dims_trigger_seconds
     assert job_spec("maintain").port(s.metrics) == s.metrics.maintenance_port
     assert job_spec("maintain").pool_weight(s) == (1, 0) and job_spec("maintain").lowers_priority
-    assert {n for n, spec in JOBS.items() if not spec.needs_spark} == {"clicks-arrow"}
+    assert set(JOBS) == {"clicks", "dims", "aggregate", "maintain"}  # each a Spark application (or part of one)
 
 
 def test_an_unknown_job_is_named_with_the_ones_there_are():
-    with pytest.raises(ValueError, match="unknown job 'click'; available: clicks, clicks-arrow, dims, aggregate, maintain"):
+    with pytest.raises(ValueError, match="unknown job 'click'; available: clicks, dims, aggregate, maintain"):
         job_spec("click")

@@ -285,7 +285,7 @@ def test_a_job_that_cannot_start_stops_the_application_with_its_error(spark, cli
     from pipeline.jobs import JOBS, JobSpec
 
     monkeypatch.setitem(JOBS, _NeverStarts.name, JobSpec(
-        _NeverStarts.name, f"{__name__}:_NeverStarts", needs_spark=True, trigger=lambda s: 1.0,
+        _NeverStarts.name, f"{__name__}:_NeverStarts", trigger=lambda s: 1.0,
         port=lambda m: m.pipeline_port, pool_weight=lambda s: (1, 0)))
     producer.send(50)
     raised: list[BaseException] = []

@@ -1,4 +1,4 @@
-"""The click job without Spark (``pipeline.clicks.arrow_job``) on real Kafka, S3 and metastore.
+"""The click job's peer without Spark (``lab.peers.clicks_arrow``) on real Kafka, S3 and metastore.
 
 It must write what the Spark job writes: every valid event once, enriched; every bad one in
 the dead-letter table once; the offsets in the commit of the rows; new fields as columns in
@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from pyiceberg.transforms import DayTransform
 
+from lab.peers.clicks_arrow import ArrowClickJob
 from lakehouse.catalog import pyiceberg_catalog
-from pipeline.clicks.arrow_job import ArrowClickJob
 from pipeline.kafka_source.offsets import committed_offsets
 from tests.support.clicks import assert_rows_are_the_events, drain, rows
 

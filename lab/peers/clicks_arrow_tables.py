@@ -1,7 +1,7 @@
 """The click and dead-letter tables created without Spark, from the same declarations Spark's DDL uses.
 
 ``pipeline.tables`` declares each table once as column text (``CLICKS_COLUMNS``) and Spark
-creates it from that text. The Spark-free click writer (``pipeline.clicks.arrow_job``) must
+creates it from that text. The Spark-free click writer (``lab.peers.clicks_arrow``) must
 be able to start on an empty catalog too, so this module reads the same text into a
 PyIceberg schema and declares the same partitioning (days of the event time; of the ingest
 time for dead letters), write order (productId, event_time) and properties. A table either

@@ -1,4 +1,5 @@
-"""The click job without Spark: each micro-batch read, validated, enriched and appended on one Python process.
+"""A peer of the click job: the same work without Spark, each micro-batch read, validated, enriched and appended on
+one Python process (`bench peers --arrow-triggers`).
 
 The Spark job (``pipeline.clicks.job``) pays, every batch, for a Spark job: tasks scheduled,
 records handed from the JVM to Python and back, and Iceberg's Spark writer; on two cores
@@ -26,12 +27,12 @@ import time
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lab.peers.clicks_arrow_tables import ensure_clicks_tables
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.cdc.dimension_tables import ensure_dimension_tables
 from pipeline.clicks import evolving_batch
-from pipeline.clicks.arrow_tables import ensure_clicks_tables
 from pipeline.clicks.batch_stats import BatchStats, count_batch, observe_latency
 from pipeline.clicks.evolution import ARROW_TYPES, Shape
 from pipeline.clicks.validate import RESERVED_NAMES, Limits, parse_batch, parsed_schema
@@ -210,3 +211,14 @@ class ArrowClickJob(KafkaBatchJob):
                     tx.append(rows, snapshot_properties=kafka_offsets.commit_properties(target, topic_ids))
         self.dead_committed, self.dead_committed_ids = target, topic_ids
         metrics.LAST_COMMIT.labels(self.dead_table).set(time.time())
+
+
+def main() -> None:
+    """`python -m lab.peers.clicks_arrow`: the peer as a process of its own (``lab.peers.process``)."""
+    from lab.peers.process import run_peer  # deferred: a process entry point, not the peer's import
+
+    run_peer(lambda settings: ArrowClickJob(None, settings), lambda settings: settings.pipeline.trigger_seconds)
+
+
+if __name__ == "__main__":
+    main()
