@@ -95,6 +95,9 @@ class ScaleResult:
     #: the apply's peak RSS by process tree while changing: its driver, each executor with its Python workers
     apply_parts_rss_mb: dict[str, float] = field(default_factory=dict)
     snapshot_apply_parts_rss_mb: dict[str, float] = field(default_factory=dict)
+    #: the same by summed PSS (each shared page counted once, as a container's limit counts it), and the whole apply
+    apply_parts_pss_mb: dict[str, float] = field(default_factory=dict)
+    snapshot_apply_parts_pss_mb: dict[str, float] = field(default_factory=dict)
     #: the apply killed (kill -9) once the changes are in, started again: seconds until it applied a change written
     #: after the kill, and its peak memory until then (its key index read back from the table)
     restart_s: float = float("nan")
@@ -244,7 +247,7 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
     processes = CdcProcesses(s, s.mariadb.database, apply)
     writer = MemberChanges(s, members)
     try:
-        peaks = PeakRss(lambda: _watched(processes))
+        peaks = PeakRss(lambda: _watched(processes), pss=True)
         meter = _cpu_meter(s, processes)
         meter.start()
         during = threading.Thread(target=writer.run, args=(100, 20.0), daemon=True)  # changes *during* the snapshot
@@ -264,7 +267,8 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
         result = ScaleResult(members, loaded.rows_per_s, members / snapshot_s, snapshot_peaks["capture"],
                              snapshot_peaks["apply"],
                              snapshot_cores={part: cpu / snapshot_s for part, cpu in snapshot_cpu.items()},
-                             snapshot_apply_parts_rss_mb=_parts(snapshot_peaks))
+                             snapshot_apply_parts_rss_mb=_parts(snapshot_peaks),
+                             snapshot_apply_parts_pss_mb=_parts(peaks.pss_peak_mb(), whole=True))
         _wait_applied(s, _topic_end(s), 300, processes)
         result.reads_start = read_cost(s, members)
         if duration > 0:
@@ -293,8 +297,10 @@ def _watched(processes: CdcProcesses, only: tuple[str, ...] = ("capture", "apply
     return out
 
 
-def _parts(peaks: dict[str, float]) -> dict[str, float]:
-    return {name.removeprefix("apply: "): mb for name, mb in peaks.items() if name.startswith("apply: ")}
+def _parts(peaks: dict[str, float], whole: bool = False) -> dict[str, float]:
+    """The apply's parts' peaks (``_watched``), and with ``whole`` the whole apply's as "all"."""
+    parts = {name.removeprefix("apply: "): mb for name, mb in peaks.items() if name.startswith("apply: ")}
+    return {**parts, "all": peaks["apply"]} if whole else parts
 
 
 def _cpu_meter(s: Settings, processes: CdcProcesses) -> CpuMeter:
@@ -331,7 +337,7 @@ def _wait_topic(s: Settings, target: int, processes: CdcProcesses, timeout: floa
 def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float, duration: float,
             processes: CdcProcesses, progress, chaos: bool) -> None:
     progress(f"writing {rate:,.0f} changes/s for {duration:.0f}s")
-    peaks = PeakRss(lambda: _watched(processes, only=("apply",)))
+    peaks = PeakRss(lambda: _watched(processes, only=("apply",)), pss=True)
     meter = _cpu_meter(s, processes)
     meter.start()
     since_ms, began = int(time.time() * 1000), time.monotonic()
@@ -371,6 +377,7 @@ def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float
     result.sustained_cps = commit_rate(samples)
     steady_peaks = peaks.stop()
     result.apply_rss_mb, result.apply_parts_rss_mb = steady_peaks["apply"], _parts(steady_peaks)
+    result.apply_parts_pss_mb = _parts(peaks.pss_peak_mb(), whole=True)
     result.bytes_per_change = sum(added.values()) / max(result.changes, 1)
     result.row_bytes = _changed_row_bytes(s)
     result.freshness_p50_s, result.freshness_p95_s = fresh.quantiles_s((50, 95))

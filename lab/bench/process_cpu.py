@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import psutil
 
@@ -90,12 +90,25 @@ def service_cpu(port: int) -> Callable[[], float]:
     return read
 
 
+def pss_bytes(pid: int) -> int:
+    """The process's proportional set size: its resident pages, each shared page divided among the processes
+    that map it. Summed over processes it counts every page once, as a container's memory limit does; summed
+    RSS counts a page once per process (a Python worker forked from Spark's daemon shares its modules)."""
+    with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as rollup:
+        for line in rollup:
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 class PeakRss:
     """The highest resident memory each watched part reached, sampled twice a second. ``pids()`` names each
-    part's process, or its processes (their RSS summed at each sample: a pool of Python workers)."""
+    part's process, or its processes (their RSS summed at each sample: a pool of Python workers). With
+    ``pss``, also the peak of their summed PSS (``pss_bytes``), in ``pss_peak_mb()``."""
 
-    def __init__(self, pids: Callable[[], dict[str, int | list[int]]]):
+    def __init__(self, pids: Callable[[], Mapping[str, int | list[int]]], pss: bool = False):
         self.pids, self.peak = pids, {name: 0 for name in pids()}
+        self.pss, self.pss_peak = pss, {name: 0 for name in self.peak}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -103,18 +116,23 @@ class PeakRss:
     def _run(self) -> None:
         while not self._stop.wait(0.5):
             for name, pids in self.pids().items():
-                total = 0
+                total = proportional = 0
                 for pid in pids if isinstance(pids, list) else [pids]:
                     try:
                         total += psutil.Process(pid).memory_info().rss
-                    except psutil.NoSuchProcess:
+                        proportional += pss_bytes(pid) if self.pss else 0
+                    except (psutil.NoSuchProcess, OSError):
                         pass
                 self.peak[name] = max(self.peak.get(name, 0), total)
+                self.pss_peak[name] = max(self.pss_peak.get(name, 0), proportional)
 
     def stop(self) -> dict[str, float]:
         self._stop.set()
         self._thread.join()
         return {name: rss / 2**20 for name, rss in self.peak.items()}
+
+    def pss_peak_mb(self) -> dict[str, float]:
+        return {name: pss / 2**20 for name, pss in self.pss_peak.items()}
 
 
 def python_workers(jvm_pid: int, module: str = "pipeline.python_daemon") -> list[int]:

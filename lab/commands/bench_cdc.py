@@ -36,6 +36,9 @@ def cdc_at_scale(settings, rate: float, duration: float, members: int, engines: 
         *((("apply peak RSS by process tree, snapshot / changing (MiB)",
             ", ".join(f"{part} {r.snapshot_apply_parts_rss_mb.get(part, 0):,.0f} / {mb:,.0f}"
                       for part, mb in r.apply_parts_rss_mb.items())),) if len(r.apply_parts_rss_mb) > 1 else ()),
+        *((("apply peak PSS by process tree, snapshot / changing (MiB; shared pages counted once)",
+            ", ".join(f"{part} {r.snapshot_apply_parts_pss_mb.get(part, 0):,.0f} / {mb:,.0f}"
+                      for part, mb in r.apply_parts_pss_mb.items())),) if len(r.apply_parts_pss_mb) > 2 else ()),
         *((("executors' shares of their RSS while changing (the key state each holds)",
             ", ".join(f"{part} {mb / executors:.1%}" for part, mb in r.apply_parts_rss_mb.items()
                       if part.startswith("executor"))),) if (executors := sum(
