@@ -92,6 +92,39 @@ def cdc_figures(result, command: str) -> list[Figure]:
     ]
 
 
+def cdc_scale_figures(result, command: str, rate: float) -> list[Figure]:
+    """`bench cdc --members N`, held to issue 59's goals (peak memory by process tree, as RSS and as PSS)."""
+    figures = [
+        at_least(command, "initial snapshot", result.snapshot_rows_per_s, "rows/s", 50_000),
+        at_least(command, "sustained", result.sustained_cps, "changes/s", 0.99 * rate),
+        at_most(command, "apply freshness p95", result.freshness_p95_s, "s", 3),
+        Figure(command, "apply freshness p50", result.freshness_p50_s, "s"),
+        at_most(command, "write amplification", result.write_amplification, "x", 5),
+        at_most(command, "kill -9 of the apply -> applying again", result.restart_s, "s", 60),
+        Figure(command, "readers equal to MariaDB (rows, keys, sums, sampled keys)",
+               sum(fp == result.fingerprints["mariadb"] and not result.sample_differences.get(name)
+                   for name, fp in result.fingerprints.items() if name != "mariadb"), "",
+               f"= {len(result.fingerprints) - 1}",
+               all(fp == result.fingerprints["mariadb"] for fp in result.fingerprints.values())
+               and not any(result.sample_differences.values())),
+    ]
+    rss_all = {"all": max(result.snapshot_apply_rss_mb, result.apply_rss_mb)}
+    for measure, snapshot, changing in (("RSS", result.snapshot_apply_parts_rss_mb, {**result.apply_parts_rss_mb,
+                                                                                    **rss_all}),
+                                         ("PSS", result.snapshot_apply_parts_pss_mb, result.apply_parts_pss_mb)):
+        for part in changing:
+            peak = max(snapshot.get(part, 0.0), changing[part])
+            if part == "all":
+                figures.append(at_most(command, f"apply peak {measure}, all its processes", peak, "MiB", 3072))
+            elif len(changing) > 2 or measure == "RSS":
+                figures.append(at_most(command, f"apply peak {measure}: {part}", peak, "MiB", 1536))
+    executors = {p: mb for p, mb in result.apply_parts_rss_mb.items() if p.startswith("executor")}
+    if len(executors) > 1:
+        figures.append(at_most(command, "largest executor's share of the executors' RSS",
+                               100 * max(executors.values()) / sum(executors.values()), "%", 60))
+    return figures
+
+
 def system_figures(result, command: str) -> list[Figure]:
     figures = [at_most(command, f"{f.name} freshness p95", f.p95_s, "s", f.goal_s) for f in result.freshness]
     figures += [Figure(command, f"{f.name} freshness p50", f.p50_s, "s") for f in result.freshness]

@@ -203,6 +203,8 @@ def cdc(
                                             "apply), 'merge-peer' (Iceberg's standard Spark path, MERGE INTO each "
                                             "batch: lab/peers/cdc_merge.py) or 'python-peer' (the apply as one "
                                             "Python process: lab/peers/cdc_python.py).")] = "pipeline",
+    record: Annotated[bool, typer.Option(help="With --members: also append the figures, held to their goals, as "
+                                              "dated rows to docs/benchmarks.md.")] = False,
 ) -> None:
     """Sustained changes/s and apply freshness p50/p95 (database commit -> visible in Iceberg).
 
@@ -217,7 +219,8 @@ def cdc(
     if members:
         from lab.commands.bench_cdc import cdc_at_scale  # deferred: the at-scale run pulls in DuckDB, Spark, Trino
 
-        cdc_at_scale(settings, rate, duration, members, tuple(e for e in engines.split(",") if e), chaos, keep, apply)
+        cdc_at_scale(settings, rate, duration, members, tuple(e for e in engines.split(",") if e), chaos, keep, apply,
+                     record)
         return
     from lab.bench.cdc import run
     from pipeline.metrics import serve

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from cli.common import console, friendly_errors, print_figures
@@ -11,7 +13,7 @@ APPLY_TITLES = {"pipeline": "", "merge-peer": " (the MERGE INTO peer)", "python-
 
 
 def cdc_at_scale(settings, rate: float, duration: float, members: int, engines: tuple[str, ...],
-                  chaos: bool, keep: bool = False, apply: str = "pipeline") -> None:
+                  chaos: bool, keep: bool = False, apply: str = "pipeline", record: bool = False) -> None:
     from lab.bench.cdc_scale import run
 
     with friendly_errors():
@@ -58,3 +60,13 @@ def cdc_at_scale(settings, rate: float, duration: float, members: int, engines: 
     if not all(same.values()) or any(r.sample_differences.values()):
         console.print(f"[red]readers disagree with MariaDB[/]: {r.fingerprints}")
         raise typer.Exit(1)
+    if record:
+        from lab.bench.record import cdc_scale_figures
+        from lab.commands.common import record_figures
+
+        # the environment that changes what runs: Spark's master (executors), the pipeline's settings
+        env = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items())
+                       if k == "SPARK_MASTER" or k.startswith("LAKEHOUSE_PIPELINE__"))
+        command = (f"{env} " if env else "") + f"bench cdc --members {members} --rate {rate:g} --duration {duration:g}" \
+            + ("" if apply == "pipeline" else f" --apply {apply}") + (" --chaos" if chaos else "")
+        record_figures(cdc_scale_figures(r, command, rate))
