@@ -83,7 +83,7 @@ DASHBOARDS: dict[str, tuple[str, list[PanelSpec]]] = {
               '{table=~"dim.*"}[5m])))', "commit {{table}}"),
             q('histogram_quantile(0.95, sum by (le) (rate(lakehouse_pipeline_batch_duration_seconds_bucket'
               '{pipeline="dims"}[5m])))', "whole batch"))),
-        PanelSpec("Apply key state by executor (cached bytes)", "bytes", (
+        PanelSpec("Apply key state by executor (key index bytes)", "bytes", (
             q("lakehouse_cdc_state_executor_bytes", "executor {{executor}}"),)),
         PanelSpec("Apply key state: live keys per bucket", "short", (
             q("lakehouse_cdc_state_keys", "{{table}} bucket {{bucket}}"),)),
