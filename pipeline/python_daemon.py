@@ -14,11 +14,12 @@ daemon turns the re-read into a no-op before forking workers. Spark runs this mo
 place of ``pyspark.daemon`` through ``spark.python.daemon.module`` (``pipeline.spark_session``);
 a zip added by a task (``--py-files``) still gets an importer of its own when first used.
 
-The daemon also imports the modules the pipeline's tasks unpickle (``pipeline.clicks.job``
-and what it imports: pyarrow, pyspark.sql, PyIceberg, the settings) before it forks, so a
-worker starts warm: 1.3 s of imports per worker otherwise, paid by the first batch after a
-start and by the batch after a task failed (a failed task's worker exits, as after the
-failed job that starts a schema evolution: docs/schema-evolution.md).
+The daemon also imports the modules the pipeline's tasks unpickle (``pipeline.clicks.job``,
+``pipeline.cdc.apply`` and what they import: pyarrow, pyspark.sql, PyIceberg, DuckDB, the
+settings) before it forks, so a worker starts warm: 1.3 s of imports per worker otherwise,
+paid by the first batch after a start and by the batch after a task failed (a failed task's
+worker exits, as after the failed job that starts a schema evolution:
+docs/schema-evolution.md).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ if __name__ == "__main__":
     install()
     from pyspark import daemon
 
+    import pipeline.cdc.apply  # noqa: F401 - the CDC apply's tasks too (DuckDB, msgspec, the bucket work)
     import pipeline.clicks.job  # noqa: F401 - loaded once here, inherited by every forked worker
 
     daemon.manager()

@@ -24,11 +24,21 @@ class SparkEngine:
 
     def __init__(self, settings: Settings, spark=None):
         # deferred: pyspark and a JVM: only when the Spark engine is opened
+        from pyspark.sql import SparkSession
+
         from pipeline.spark_session import build_session
 
         self.settings = settings
+        # a session this engine started is this engine's to stop; one the process had already is not
+        self.owned = spark is None and SparkSession.getActiveSession() is None
         self.spark = spark or build_session(settings, "lakehouse-query")
         self.catalogue = Catalogue.of(settings)
+
+    def close(self) -> None:
+        """Stop the session this engine started (left to the interpreter's exit, its JVM printed a stack trace of
+        the tasks it was still scheduling)."""
+        if self.owned:
+            self.spark.stop()
 
     def run(self, sql: str, now: dt.datetime | None = None, snapshots: dict[str, int] | None = None,
             schema: str | None = None) -> pa.Table:
