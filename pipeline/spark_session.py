@@ -92,8 +92,25 @@ def scheduler_pools(settings: Settings) -> Path:
     return path
 
 
+def local_cluster_home(settings: Settings) -> Path:
+    """A SPARK_HOME for Spark's local-cluster mode (executors as processes of their own on this machine): links to
+    the pyspark package's own files. Its in-driver worker writes the executors' work directories under
+    SPARK_HOME/work, which must not be the installed package."""
+    # deferred: pyspark: loaded by the commands that start Spark
+    import pyspark
+
+    home = settings.run_dir / "spark-home"
+    home.mkdir(parents=True, exist_ok=True)
+    for entry in Path(pyspark.__file__).parent.iterdir():
+        link = home / entry.name
+        if not link.is_symlink():
+            link.symlink_to(entry)
+    return home
+
+
 def build_session(settings: Settings, app_name: str, master: str | None = None, extra_jars: tuple[Path, ...] = ()):
-    """A SparkSession: local[2] (or ``master`` / SPARK_MASTER), or the submitter's in cluster mode."""
+    """A SparkSession: local[2] (or ``master`` / SPARK_MASTER: ``local-cluster[2,1,1024]`` runs two executor
+    processes), or the submitter's in cluster mode."""
     # deferred: pyspark: loaded by the commands that start Spark, not by every importer of spark_conf
     from pyspark.sql import SparkSession
 
@@ -104,7 +121,10 @@ def build_session(settings: Settings, app_name: str, master: str | None = None, 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         # Keep Spark's own sockets on loopback (it would otherwise pick the host's address).
         os.environ.setdefault("SPARK_LOCAL_IP", settings.metrics.host)
-        builder = SparkSession.builder.master(master or os.environ.get("SPARK_MASTER", "local[2]"))
+        master = master or os.environ.get("SPARK_MASTER", "local[2]")
+        if master.startswith("local-cluster") and "SPARK_HOME" not in os.environ:
+            os.environ["SPARK_HOME"] = str(local_cluster_home(settings))
+        builder = SparkSession.builder.master(master)
     for key, value in spark_conf(settings, app_name, extra_jars).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -3,10 +3,7 @@ placement tests."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import psutil
-import pyspark
 
 #: two executors of one core each, processes of their own, launched by an in-driver standalone worker
 TWO_EXECUTORS = "local-cluster[2,1,1024]"
@@ -22,13 +19,3 @@ def executors(pid: int) -> list[psutil.Process]:
         except psutil.Error:  # ended meanwhile (a zombie until its parent reaps it)
             continue
     return found
-
-
-def spark_home(tmp_path: Path) -> Path:
-    """PySpark's own Spark as SPARK_HOME, through links: the in-driver worker writes its executors' work
-    directories under SPARK_HOME/work, which must not be the installed package."""
-    home = tmp_path / "spark-home"
-    home.mkdir()
-    for entry in Path(pyspark.__file__).parent.iterdir():
-        (home / entry.name).symlink_to(entry)
-    return home

@@ -16,7 +16,7 @@ from lab.bench.cdc import free_port
 from lakehouse.settings_env import settings_env
 from tests.support.aggregates import append_clicks, click_rows, matches, wait_until
 from tests.support.cdc import start_job
-from tests.support.spark_cluster import TWO_EXECUTORS, executors, spark_home
+from tests.support.spark_cluster import TWO_EXECUTORS, executors
 
 
 def _committed_position(spark, settings) -> bool:
@@ -30,7 +30,7 @@ def test_kill_minus_nine_of_the_driver_and_an_executor_mid_batch_loses_and_doubl
            "LAKEHOUSE_PIPELINE__AGGREGATE_TRIGGER_SECONDS": "0.5",
            "LAKEHOUSE_METRICS__AGGREGATE_PORT": str(free_port(agg_settings.metrics.host)),
            # two executors of one core each, processes of their own, launched by an in-driver standalone worker
-           "SPARK_MASTER": TWO_EXECUTORS, "SPARK_HOME": str(spark_home(tmp_path))}
+           "SPARK_MASTER": TWO_EXECUTORS}
     log = (tmp_path / "aggregate.log").open("ab")
     rng = random.Random(7)
     append_clicks(spark, agg_settings, click_rows(100, rng))

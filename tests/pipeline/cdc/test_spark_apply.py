@@ -22,7 +22,7 @@ from pipeline.cdc.buckets import BUCKET_FIELD
 from pipeline.cdc.dimension_tables import committed_position
 from pipeline.cdc.fold import FoldPolicy
 from tests.support.cdc import execute, lake_rows, source_rows, start_job, wait_equal
-from tests.support.spark_cluster import TWO_EXECUTORS, executors, spark_home
+from tests.support.spark_cluster import TWO_EXECUTORS, executors
 
 
 def _files(s, table: str) -> list:
@@ -169,7 +169,7 @@ def test_the_key_state_is_split_over_two_executors_and_survives_losing_one(spark
     execute(cdc, *[f"INSERT INTO user_member (userid, name, memberLevel) VALUES {values}" for values in rows])
     port = free_port(cdc.metrics.host)
     env = {**os.environ, **settings_env(cdc, with_secrets=True), "LAKEHOUSE_METRICS__PIPELINE_PORT": str(port),
-           "SPARK_MASTER": TWO_EXECUTORS, "SPARK_HOME": str(spark_home(tmp_path))}
+           "SPARK_MASTER": TWO_EXECUTORS}
     process = start_job("dims", env, (tmp_path / "dims.log").open("ab"))
     try:
         wait_equal(spark, cdc, 240)
