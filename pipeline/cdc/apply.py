@@ -330,8 +330,11 @@ class DimensionApplyJob(KafkaBatchJob):
             raise
         self._swap(new)
         self._observe(works, by_bucket, applied)
-        log.info("dims: %d changes: Spark job %.2fs (slowest bucket %.2fs), commits %.2fs", sum(counts), applied,
+        folds = [o.fold_seconds for done in by_bucket.values() for o in done.values() if o.fold_seconds]
+        log.info("dims: %d changes: Spark job %.2fs (slowest bucket %.2fs%s), commits %.2fs", sum(counts), applied,
                  max((o.seconds for done in by_bucket.values() for o in done.values()), default=0),
+                 "".join(f"; a fold: plan {f['plan']:.2f}s, write {f['write']:.2f}s ({f['rows']:,.0f} rows, "
+                         f"{f['delete files']:.0f} delete files), index {f['index']:.2f}s" for f in folds),
                  time.monotonic() - began - applied)
         return sum(counts)
 

@@ -97,6 +97,7 @@ class Outcome:
     live_keys: int = 0
     index_bytes: int = 0
     seconds: float = 0.0
+    fold_seconds: dict[str, float] = field(default_factory=dict)  # a fold's phases: plan, data, deletes, index
 
 
 def build(number: int, work: TableWork, tasks: list[tuple[DataFile, list[DataFile]]], stagger: int) -> Bucket:
@@ -170,11 +171,14 @@ def _write(bucket: Bucket, work: TableWork, io, locations, changes: pa.Table, ou
 
 def _fold(bucket: Bucket, work: TableWork, io, locations, outcome: Outcome) -> None:
     """The bucket's fold (``pipeline.cdc.fold``), in this task: its rows move, and only its index knows them."""
+    began = time.monotonic()
     plan = plan_fold_of(work.metadata, [*bucket.data.values(), *bucket.deletes.values()], bucket.index, work.policy)
     bucket.counts.since_fold = 0
     if plan is None:
         return
+    planned = time.monotonic()
     written = write_fold(plan, io, locations, work.key, work.policy.target_rows, bucket.number)
+    wrote = time.monotonic()
     for file in plan.rewrite:
         del bucket.data[file.file_path]
     for file in plan.old_deletes:
@@ -188,4 +192,7 @@ def _fold(bucket: Bucket, work: TableWork, io, locations, outcome: Outcome) -> N
     outcome.fold_removed += [*plan.rewrite, *plan.old_deletes]
     outcome.fold_added += [f for f, *_ in written.data] + written.deletes
     bucket.counts = FileCounts.of_files([*bucket.data.values(), *bucket.deletes.values()], work.policy)
+    outcome.fold_seconds = {"plan": planned - began, "write": wrote - planned, "index": time.monotonic() - wrote,
+                            "rows": float(sum(f.record_count for f in plan.rewrite)),
+                            "delete files": float(len(written.deletes))}
 
