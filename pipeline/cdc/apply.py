@@ -43,13 +43,11 @@ import re
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 from py4j.protocol import Py4JJavaError
-from pyiceberg.types import IcebergType
 from pyspark import RDD, StorageLevel
 from pyspark.accumulators import AccumulatorParam
 from pyspark.serializers import BatchedSerializer, CPickleSerializer
@@ -59,23 +57,19 @@ from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import FatalError
 from lakehouse.settings import Settings
 from pipeline import metrics
-from pipeline.cdc.buckets import BUCKET_FIELD, Outcome, TableWork, apply, bucket_count, buckets_of, build
-from pipeline.cdc.changes import parse_changes
+from pipeline.cdc.buckets import BUCKET_FIELD, Outcome, TableWork, apply, bucket_count, build
+from pipeline.cdc.change_reading import ChangeReading, by_bucket
 from pipeline.cdc.dimension_tables import committed_position, ensure_dimension_tables
 from pipeline.cdc.expiry import expire_old_snapshots
 from pipeline.cdc.fold import FoldPolicy
 from pipeline.cdc.held_state import Held, StateNotHere, claim, keep, scratch
-from pipeline.cdc.images import image_struct
 from pipeline.cdc.row_delta import RowDelta
 from pipeline.cdc.schema_history import SchemaRecord, SchemaWatch
 from pipeline.cdc.table_evolution import HISTORY_PROPERTY, plan, stage
 from pipeline.cdc.targets import Target, targets
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
-from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.planner import Planner
-from pipeline.kafka_source.ranges import balance
-from pipeline.native_memory import give_back_freed
 from pipeline.pyiceberg_tables import CachedTransaction
 
 log = logging.getLogger(__name__)
@@ -96,43 +90,6 @@ class _Outcomes(AccumulatorParam):
         return value1
 
 
-@dataclass(frozen=True)
-class _Reading:
-    """What a task needs to read a batch's changes: the planned ranges in groups, and how to decode and cut them."""
-
-    groups: list[list[tuple[str, int, int, int]]]
-    bootstrap: str
-    fetch_wait_ms: int
-    keys: dict[str, str]
-    images: dict[str, pa.StructType | None]
-    key_types: dict[str, tuple[IcebergType, pa.DataType]]
-    buckets: dict[str, int]
-
-    def read(self, indexes, only: set[int] | None = None):
-        """The changes of the groups ``indexes``, as (bucket, (topic, changes)); of the buckets ``only`` when given."""
-        for i in indexes:
-            for topic, partition, start, end in self.groups[i]:
-                for raw in read_range(self.bootstrap, topic, partition, start, end, fetch_wait_ms=self.fetch_wait_ms):
-                    changes = pa.Table.from_batches([parse_changes(raw, {topic: self.keys[topic]},
-                                                                   {topic: self.images[topic]})])
-                    if not changes.num_rows:
-                        continue
-                    of = buckets_of(changes.column("pk").combine_chunks(), *self.key_types[topic], self.buckets[topic])
-                    for bucket in np.unique(of).tolist():
-                        if only is None or bucket in only:
-                            yield bucket, (topic, changes.filter(pa.array(of == bucket)))
-        give_back_freed()  # a long-lived Python worker: the decoded records go back
-
-
-def _by_bucket(pairs: list) -> dict[int, dict[str, pa.Table]]:
-    """One partition's changes: by bucket, one table per topic."""
-    parts: dict[int, dict[str, list[pa.Table]]] = {}
-    for bucket, (topic, changes) in pairs:
-        parts.setdefault(bucket, {}).setdefault(topic, []).append(changes)
-    return {bucket: {topic: pa.concat_tables(tables, promote_options="permissive") for topic, tables in topics.items()}
-            for bucket, topics in parts.items()}
-
-
 def _step(works: dict[str, TableWork], outcomes):
     """The apply stage's function: (the partition's held state, its buckets' changes) in, the state after the batch
     out — claimed from the executor's disk, changed, and kept there as the next version (``held_state``)."""
@@ -149,13 +106,13 @@ def _step(works: dict[str, TableWork], outcomes):
     return run
 
 
-def _read_and_step(reading: _Reading, works: dict[str, TableWork], outcomes):
+def _read_and_step(reading: ChangeReading, works: dict[str, TableWork], outcomes):
     """The one-stage batch: each state partition's task reads the whole batch and keeps its own buckets' changes."""
     step = _step(works, outcomes)
 
     def run(helds):
         for held in helds:
-            changes = _by_bucket(list(reading.read(range(len(reading.groups)), only=set(held.buckets))))
+            changes = by_bucket(list(reading.read(range(len(reading.groups)), only=set(held.buckets))))
             yield step((held, changes))
 
     return run
@@ -338,31 +295,22 @@ class DimensionApplyJob(KafkaBatchJob):
                  time.monotonic() - began - applied)
         return sum(counts)
 
-    def _apply(self, batch: Batch, reading: _Reading, works: dict[str, TableWork]) -> RDD:
+    def _apply(self, batch: Batch, reading: ChangeReading, works: dict[str, TableWork]) -> RDD:
         """The batch's Spark job: the state after it, computed and cached (the state before stays until the commits)."""
         assert self.state is not None  # built in __init__ (recover)
         if sum(r.end - r.start for r in batch.work) > self.settings.pipeline.cdc_shuffle_records:
             changes = self.sc.parallelize(range(len(reading.groups)), max(1, len(reading.groups))) \
                 .mapPartitions(reading.read).partitionBy(self.partitions, lambda bucket: bucket) \
-                .glom().map(_by_bucket)._reserialize(ONE)
+                .glom().map(by_bucket)._reserialize(ONE)
             batch_state = self.state.zip(changes).map(_step(works, self.outcomes))
         else:
             batch_state = self.state.mapPartitions(_read_and_step(reading, works, self.outcomes))
         return self._checkpointed(batch_state._reserialize(ONE))
 
-    def _reading(self, batch: Batch, works: dict[str, TableWork]) -> _Reading:
-        """How the batch's tasks read its changes: its planned ranges in one group a core, and each topic's decoding."""
-        kafka = self.settings.kafka
-        groups = [[(r.topic, r.partition, r.start, r.end) for r in group]
-                  for group in balance(list(batch.work), self.sc.defaultParallelism)]
-        images, key_types = {}, {}
-        for topic, work in works.items():
-            schema = work.metadata.schema()
-            images[topic] = image_struct(work.columns, schema.as_arrow())
-            field = schema.find_field(work.key)
-            key_types[topic] = (field.field_type, schema.as_arrow().field(work.key).type)
-        return _Reading(groups, kafka.bootstrap, kafka.fetch_wait_max_ms, {t: self.targets[t].key for t in works},
-                        images, key_types, {topic: work.buckets for topic, work in works.items()})
+    def _reading(self, batch: Batch, works: dict[str, TableWork]) -> ChangeReading:
+        """How the batch's tasks read its changes: its planned ranges in one group a core."""
+        return ChangeReading.of(batch, works, {t: self.targets[t].key for t in works}, self.settings.kafka,
+                                self.sc.defaultParallelism)
 
     def _follow_schemas(self, topics: list[str], schemas: dict[str, SchemaRecord]) -> dict[str, dict[str, str]]:
         """Commit each table's schema change the capture recorded (a column added, a type widened) before the
