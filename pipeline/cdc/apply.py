@@ -74,8 +74,8 @@ from pipeline.pyiceberg_tables import CachedTransaction
 
 log = logging.getLogger(__name__)
 
-#: one element per batch of pickled data: the state's and the changes' partitions each hold one element, and two
-#: RDDs zip without a pass that pickles the state again only when their serializers are equal
+#: one element per batch of pickled data: a state partition holds one ``Held`` and a shuffled changes partition one
+#: dict, and two RDDs zip without a re-serializing pass only when their serializers are equal
 ONE = BatchedSerializer(CPickleSerializer(), 1)
 
 
@@ -287,7 +287,7 @@ class DimensionApplyJob(KafkaBatchJob):
             raise
         self._swap(new)
         self._observe(works, by_bucket, applied)
-        folds = [o.fold_seconds for done in by_bucket.values() for o in done.values() if o.fold_seconds]
+        folds = [o.fold for done in by_bucket.values() for o in done.values() if o.fold]
         log.info("dims: %d changes: Spark job %.2fs (slowest bucket %.2fs%s), commits %.2fs", sum(counts), applied,
                  max((o.seconds for done in by_bucket.values() for o in done.values()), default=0),
                  "".join(f"; a fold: plan {f['plan']:.2f}s, write {f['write']:.2f}s ({f['rows']:,.0f} rows, "

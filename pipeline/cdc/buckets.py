@@ -97,7 +97,8 @@ class Outcome:
     live_keys: int = 0
     index_bytes: int = 0
     seconds: float = 0.0
-    fold_seconds: dict[str, float] = field(default_factory=dict)  # a fold's phases: plan, data, deletes, index
+    #: a fold's seconds by phase ("plan", "write", "index") and its size ("rows" rewritten, "delete files" written)
+    fold: dict[str, float] = field(default_factory=dict)
 
 
 def build(number: int, work: TableWork, tasks: list[tuple[DataFile, list[DataFile]]], stagger: int) -> Bucket:
@@ -192,7 +193,7 @@ def _fold(bucket: Bucket, work: TableWork, io, locations, outcome: Outcome) -> N
     outcome.fold_removed += [*plan.rewrite, *plan.old_deletes]
     outcome.fold_added += [f for f, *_ in written.data] + written.deletes
     bucket.counts = FileCounts.of_files([*bucket.data.values(), *bucket.deletes.values()], work.policy)
-    outcome.fold_seconds = {"plan": planned - began, "write": wrote - planned, "index": time.monotonic() - wrote,
+    outcome.fold = {"plan": planned - began, "write": wrote - planned, "index": time.monotonic() - wrote,
                             "rows": float(sum(f.record_count for f in plan.rewrite)),
                             "delete files": float(len(written.deletes))}
 
