@@ -167,16 +167,16 @@ def run_demo(settings: Settings, rate: float, duration: float, bad_share: float,
         output.write(result, "table", console, title=title)
     changes = _schema_changes_since(settings, began_ms)
     counts = engine.run("SELECT (SELECT count(*) FROM {clicks}) AS valid, (SELECT count(*) FROM {dead_letter}) AS dead")
-    try:
-        with console.status("plotting the run from Prometheus..."):
-            page = write_report(settings, report_dir / "report", time.time() - since_ms / 1000 + 30)
-        console.log(f"report with plots: {page}")
-    except PrometheusError as exc:
-        console.log(f"no report: {exc}")
     with console.status("measuring freshness per table..."):
         fresh = [freshness.clicks(jobs.spark, settings.catalog.clicks_table, since_ms),
                  freshness.dimensions(jobs.spark, settings, since_ms),
                  freshness.aggregates(jobs.spark, settings, since_ms)]
+    try:
+        with console.status("plotting the run from Prometheus..."):
+            page = write_report(settings, report_dir / "report", time.time() - since_ms / 1000 + 30, fresh)
+        console.log(f"report with plots: {page}")
+    except PrometheusError as exc:
+        console.log(f"no report: {exc}")
     jobs.spark.stop()
     return DemoSummary(produced or 0, committed, counts.column("valid")[0].as_py(), counts.column("dead")[0].as_py(),
                        fresh, report_dir, changes)

@@ -3,7 +3,10 @@
 Reads Prometheus's HTTP API (``query_range``) for the last N minutes: end-to-end latency
 quantiles, freshness per table (the probe's reader view, else the writers' last commit),
 produced vs committed events/s, and Kafka lag. Each plot has a title, units and a legend;
-a summary table gives the last and worst values.
+a summary table gives the last and worst values. Given the run's measured freshness (`make demo`
+passes the figures its summary prints), the page opens with them: each table's delays from
+the upstream event to the commit that made it visible, p1 to p99, with the p50/p95/p99 and the
+goal the summary quotes marked on the curve, so the plot and the summary are one measurement.
 """
 
 from __future__ import annotations
@@ -13,11 +16,15 @@ import html
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import requests
 
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
+
+if TYPE_CHECKING:
+    from lab.bench.freshness import Freshness
 
 #: freshness per table as readers see it (the probe), else the writers' own last commit: one series per table.
 #: ``or on(table)``: the writers' view only for tables the probe has no series for. A plain ``or`` also kept
@@ -96,14 +103,20 @@ def collect(settings: Settings, since_seconds: float, now: float | None = None) 
     return result
 
 
-def plot(panel: Panel, path: Path) -> None:
-    # deferred: matplotlib (~0.5 s) only when a report is drawn
+def _pyplot():
+    """matplotlib's pyplot without a screen; deferred (~0.5 s) to when a report is drawn."""
     import matplotlib
 
     matplotlib.use("Agg")  # no screen: set before pyplot loads
-    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot(panel: Panel, path: Path) -> None:
+    import matplotlib.dates as mdates
+
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(9, 3.6), dpi=110)
     for name, points in sorted(panel.series.items()):
         ax.plot([dt.datetime.fromtimestamp(t, dt.timezone.utc) for t, _ in points], [v for _, v in points],
@@ -125,9 +138,53 @@ def plot(panel: Panel, path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(settings: Settings, out_dir: Path, since_seconds: float) -> Path:
+FRESHNESS_TITLE = "Freshness per table (upstream event -> visible to readers), as the summary measures it"
+
+
+def plot_freshness(measured: list[Freshness], path: Path) -> None:
+    """Each table's delay at every percentile, with its p50/p95/p99 marked and its goal as a dashed line."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 3.6), dpi=110)
+    drawn = [f for f in measured if f.percentiles_s]
+    for f in drawn:
+        line, = ax.plot(range(1, len(f.percentiles_s) + 1), f.percentiles_s, linewidth=1.6,
+                        label=f"{f.name}: p95 {f.p95_s:.2f} s ({f.rows:,} rows)")
+        ax.plot([50, 95, 99], [f.p50_s, f.p95_s, f.p99_s], "o", color=line.get_color(), markersize=4)
+        ax.axhline(f.goal_s, color=line.get_color(), linestyle="--", linewidth=0.8, alpha=0.7)
+    ax.set_title(FRESHNESS_TITLE, fontsize=11, loc="left")
+    ax.set_xlabel("percentile of rows (dots: p50, p95, p99; dashed: each table's p95 goal)")
+    ax.set_ylabel("seconds")
+    ax.set_xlim(0, 100)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    if drawn:
+        ax.legend(loc="upper left", fontsize=8, frameon=False)
+    else:
+        ax.text(0.5, 0.5, "nothing measured", ha="center", va="center", transform=ax.transAxes, color="grey")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _freshness_section(measured: list[Freshness], out_dir: Path) -> str:
+    png = out_dir / "0-freshness-measured.png"
+    plot_freshness(measured, png)
+    rows = "".join(f"<tr><td>{html.escape(f.name)}</td><td>{html.escape(f.tables)}</td><td>{f.rows:,}</td>"
+                   f"<td>{f.p50_s:.2f}</td><td>{f.p95_s:.2f}</td><td>{f.p99_s:.2f}</td><td>{f.goal_s:g}</td>"
+                   f"<td>{'met' if f.met else 'NOT met'}</td></tr>" for f in measured)
+    return ("<h2>Freshness, measured</h2><table><tr><th>table</th><th>tables</th><th>rows</th><th>p50 s</th>"
+            "<th>p95 s</th><th>p99 s</th><th>p95 goal s</th><th></th></tr>" + rows + "</table>"
+            f'<figure><img src="{png.name}" alt="{html.escape(FRESHNESS_TITLE)}"></figure>'
+            "<h2>From Prometheus</h2>")
+
+
+def write_report(settings: Settings, out_dir: Path, since_seconds: float,
+                 measured: list[Freshness] | None = None) -> Path:
+    """The report page (``index.html`` in ``out_dir``): ``measured`` freshness first, when given, then the
+    Prometheus panels of the last ``since_seconds``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     collected = collect(settings, since_seconds)
+    head = _freshness_section(measured, out_dir) if measured else ""
     rows, images = [], []
     for i, panel in enumerate(collected):
         png = out_dir / f"{i + 1}-{panel.title.split(' (')[0].lower().replace(' ', '-').replace(':', '')}.png"
@@ -144,6 +201,6 @@ def write_report(settings: Settings, out_dir: Path, since_seconds: float) -> Pat
         "td:first-child,td:nth-child(2),th{text-align:left}img{max-width:100%}</style>"
         f"<h1>Lakehouse report</h1><p>Last {since_seconds / 60:.0f} minutes, generated "
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC from Prometheus at {settings.prometheus.address}.</p>"
-        "<table><tr><th>panel</th><th>series</th><th>last</th><th>max</th><th>unit</th></tr>"
+        + head + "<table><tr><th>panel</th><th>series</th><th>last</th><th>max</th><th>unit</th></tr>"
         + "".join(rows) + "</table>" + "".join(images))
     return page

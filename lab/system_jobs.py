@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import threading
@@ -47,6 +48,7 @@ class RunningSystem:
         self.threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
         self.spark, self.dims, self.aggregates = None, None, None
+        self._log_handler: logging.FileHandler | None = None
         capture_log.parent.mkdir(parents=True, exist_ok=True)
         self.capture = start_capture(settings, capture_log)
         try:
@@ -63,14 +65,28 @@ class RunningSystem:
             with console.status("applying the capture's snapshot to the dimension tables..."):
                 self._wait_for_snapshot(settings, dims_log)  # before clicks are enriched
             console.log(f"dimension apply running (log {dims_log})")
+            jobs_log = capture_log.with_name(capture_log.name.replace("capture", "pipeline"))
+            self._log_to(jobs_log)
             with console.status("starting Spark: click ingestion and live aggregates..."):
                 self.spark = build_session(settings, app_name)
                 self.clicks = ClickIngestJob(self.spark, settings)
                 self.aggregates = LiveAggregates(self.spark, settings)
+            console.log(f"click ingestion and live aggregates running in this process (log {jobs_log})")
         except BaseException:
             self._stop_processes()
             raise
         self.threads = [self._in_pool("clicks", self.clicks), self._in_pool("aggregate", self.aggregates)]
+
+    def _log_to(self, path: Path) -> None:
+        """The in-process jobs' log lines (each batch's rows and seconds) into ``path``, as the processes' go into
+        theirs: the terminal keeps the run's own progress."""
+        handler = logging.FileHandler(path)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger = logging.getLogger("pipeline")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        self._log_handler = handler
 
     def _wait_for_snapshot(self, settings: Settings, dims_log: Path, timeout_s: float = 300) -> None:
         """Until each dimension table holds its topic's records as they stood when the capture's snapshot ended."""
@@ -127,6 +143,9 @@ class RunningSystem:
             thread.join(60)
         self.clicks.close()
         self._stop_processes()
+        if self._log_handler is not None:
+            logging.getLogger("pipeline").removeHandler(self._log_handler)
+            self._log_handler.close()
 
     def _stop_processes(self) -> None:
         for process in (self.dims, self.capture):

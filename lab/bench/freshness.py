@@ -46,6 +46,7 @@ class Freshness:
     p95_s: float
     p99_s: float
     rows: int  # rows measured
+    percentiles_s: tuple[float, ...] = ()  # p1..p99, the curve the demo report draws (p50/p95/p99 among them)
 
     @property
     def goal_s(self) -> float:
@@ -69,12 +70,24 @@ def _added(table: str) -> str:
             f"WHERE e.status < 2")
 
 
+#: the percentiles a Freshness keeps (1..99): its p50, p95 and p99 are three of them
+PERCENTS = tuple(range(1, 100))
+
+
+def _measured(name: str, tables: str, curve: list[float], rows: int) -> Freshness:
+    """A Freshness whose p50/p95/p99 are read off ``curve`` (seconds at each of ``PERCENTS``)."""
+    if not curve:
+        return Freshness(name, tables, math.nan, math.nan, math.nan, rows)
+    at = dict(zip(PERCENTS, curve, strict=True))
+    return Freshness(name, tables, at[50], at[95], at[99], rows, tuple(curve))
+
+
 def _quantiles(spark, name: str, tables: str, delays_sql: str) -> Freshness:
     """``delays_sql`` yields one column ``delay_ms`` per row measured."""
-    row = spark.sql(f"SELECT percentile_approx(delay_ms / 1000.0, array(0.5, 0.95, 0.99), 10000) AS q, "
+    cuts = ", ".join(f"{p / 100:g}" for p in PERCENTS)
+    row = spark.sql(f"SELECT percentile_approx(delay_ms / 1000.0, array({cuts}), 10000) AS q, "
                     f"count(*) AS n FROM ({delays_sql})").first()
-    q = [float(x) for x in row.q] if row.q else [math.nan] * 3
-    return Freshness(name, tables, q[0], q[1], q[2], int(row.n))
+    return _measured(name, tables, [float(x) for x in row.q] if row.q else [], int(row.n))
 
 
 def clicks(spark, table: str, since_ms: int) -> Freshness:
@@ -185,10 +198,8 @@ def quantiles(values: Sequence[float], percents: tuple[int, ...]) -> list[float]
 
 
 def _from_delays(name: str, tables: str, delays_ms: list[int]) -> Freshness:
-    if not delays_ms:
-        return Freshness(name, tables, math.nan, math.nan, math.nan, 0)
-    q = [x / 1000 for x in quantiles(delays_ms, (50, 95, 99))]
-    return Freshness(name, tables, q[0], q[1], q[2], len(delays_ms))
+    curve = [x / 1000 for x in quantiles(delays_ms, PERCENTS)] if delays_ms else []
+    return _measured(name, tables, curve, len(delays_ms))
 
 
 def aggregates(spark, settings: Settings, since_ms: int) -> Freshness:

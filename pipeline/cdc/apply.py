@@ -190,12 +190,18 @@ class DimensionApplyJob(KafkaBatchJob):
             self.committed.update({t: o for t, o in position.offsets.items() if t == topic})
             self.committed_ids.update({t: i for t, i in position.topic_ids.items() if t == topic})
 
-    def _checkpointed(self, rdd):
-        """``rdd`` cached where computed, never recomputed from its lineage; computed now (without Python)."""
+    def _checkpointed(self, rdd: RDD) -> RDD:
+        """``rdd`` cached where computed, never recomputed from its lineage; computed now (without Python).
+
+        Returned as an RDD of its own over the same Spark RDD: a PySpark RDD keeps the one it was derived from
+        (``PipelinedRDD.prev``), so each batch's state would hold every earlier batch's, with its closures and,
+        through them, the driver JVM's objects for them, growing both driver processes by each batch."""
         rdd.persist(StorageLevel.MEMORY_AND_DISK)
         rdd.localCheckpoint()
         rdd._jrdd.count()
-        return rdd
+        held: RDD = RDD(rdd._jrdd, self.sc, rdd._jrdd_deserializer)
+        held.is_cached = held.is_checkpointed = True
+        return held
 
     def _swap(self, state) -> None:
         old, self.state = self.state, state

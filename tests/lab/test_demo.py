@@ -36,8 +36,15 @@ def test_demo_runs_end_to_end_and_summarises(stack):
     assert re.search(schema_row, text), "the schema change row"
     assert re.search(r"│\s*(ios|android|web|tv)\s*│\s*[\d,]+\s*│", text), "rows carrying deviceType"
     # freshness per table, each against its goal, measured on this run's rows (Locust changed the database too)
+    page = max((REPO_ROOT / "results").glob("demo-*/report/index.html"), key=lambda p: p.stat().st_mtime)
+    report = page.read_text()
+    assert (page.parent / "0-freshness-measured.png").stat().st_size > 10_000
     for name in ("clicks", "dimensions", "aggregates"):
         verdict = re.search(rf"^{name} \(.+\): p95 ([\d.]+) s over ([\d,]+) rows, goal <= [\d.]+ s: (met|NOT met)$",
                             text, re.MULTILINE)
         assert verdict, f"no freshness verdict for the {name}"
         assert 0 < float(verdict.group(1)) < 120 and int(verdict.group(2).replace(",", "")) > 0, verdict.group(0)
+        # the report draws the same measurement for every table the summary reports, the dimensions included
+        row = re.search(rf"<tr><td>{name}</td><td>[^<]+</td><td>[\d,]+</td><td>[\d.]+</td><td>([\d.]+)</td>", report)
+        assert row, f"the report has no measured freshness for the {name}"
+        assert abs(float(row.group(1)) - float(verdict.group(1))) <= 0.055, (row.group(0), verdict.group(0))  # .2f, .1f

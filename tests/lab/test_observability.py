@@ -7,7 +7,8 @@ import time
 
 import requests
 
-from lab.report import collect, rate_window, write_report
+from lab.bench import freshness
+from lab.report import collect, plot_freshness, rate_window, write_report
 from pipeline import metrics
 from pipeline.metrics import TABLE_COMMIT_AGE as COMMIT_AGE
 from queries.freshness_probe import probe_once
@@ -101,3 +102,15 @@ def test_the_freshness_plot_shows_what_readers_see_not_a_stale_writer(spark, cli
 def test_rate_windows_fit_the_run():
     assert rate_window(60, 2) == 10  # the demo's minute: 10 s, not a 1-minute ramp
     assert rate_window(3600, 2) == 60 and rate_window(10, 5) == 20
+
+
+def test_the_measured_freshness_curve_holds_the_summary_figures(tmp_path):
+    delays_ms = [100 * i for i in range(1, 1001)]  # 0.1 s .. 100 s
+    measured = freshness._from_delays("dimensions", "products, members", delays_ms)
+    assert len(measured.percentiles_s) == 99
+    assert (measured.p50_s, measured.p95_s, measured.p99_s) == (
+        measured.percentiles_s[49], measured.percentiles_s[94], measured.percentiles_s[98])
+    assert measured.p95_s == freshness.quantiles(delays_ms, (95,))[0] / 1000
+    empty = freshness._from_delays("clicks", "clicks", [])
+    plot_freshness([measured, empty], tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 10_000

@@ -3,10 +3,12 @@ and its state split over two executor processes — on a real MariaDB binlog, br
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import time
 import urllib.request
+import weakref
 from dataclasses import replace
 from pathlib import Path
 
@@ -75,6 +77,7 @@ def test_a_key_updated_right_after_its_row_was_folded_into_another_file(spark, c
     job.recover()
     try:
         wait_equal(spark, cdc, 60, drain=job.run_once)
+        first = weakref.ref(job.state)
         folded = 0
         for level in range(1, 9):
             execute(cdc, f"UPDATE user_member SET memberLevel = {level}",
@@ -84,6 +87,8 @@ def test_a_key_updated_right_after_its_row_was_folded_into_another_file(spark, c
             after = {f.file_path for f in _files(cdc, cdc.catalog.members_table)}
             folded += bool(before - after)  # a file left the table: a fold moved its rows
         assert folded >= 2
+        gc.collect()
+        assert first() is None, "the driver lets an applied batch's state go (no RDD lineage kept batch to batch)"
     finally:
         job.close()
     assert trino_rows(cdc) == source_rows(cdc) == lake_rows(spark, cdc)
