@@ -117,9 +117,12 @@ bench-cdc: install ## CDC benchmark: changes/s and apply freshness (CDC_RATE=cha
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench cdc --rate $(or $(CDC_RATE),1000) --duration $(or $(CDC_DURATION),60)
 
+# two executor processes of 640 MiB, as the cluster's pipeline SparkApplication runs them (a variable: make's
+# $(or) would split the master URL at its commas)
+CDC_SCALE_MASTER = local-cluster[2,1,640]
 bench-cdc-scale: install ## CDC into a member table of MEMBERS rows (10 M) on two executors: snapshot, changes, memory, readers; rows to docs/benchmarks.md (~13 min)
 	@$(LAKEHOUSE) stack up
-	@SPARK_MASTER='$(or $(SPARK_MASTER),local-cluster[2,1,1024])' $(LAKEHOUSE) bench cdc --members $(or $(MEMBERS),10000000) --rate $(or $(CDC_RATE),1000) --duration $(or $(CDC_DURATION),300) --record
+	@SPARK_MASTER='$(or $(SPARK_MASTER),$(CDC_SCALE_MASTER))' $(LAKEHOUSE) bench cdc --members $(or $(MEMBERS),10000000) --rate $(or $(CDC_RATE),1000) --duration $(or $(CDC_DURATION),300) --record
 
 soak-cdc: install ## bench-cdc-scale for an hour: delete files bounded, point query and count at the start and the end
 	@$(LAKEHOUSE) stack up

@@ -122,9 +122,11 @@ def build_session(settings: Settings, app_name: str, master: str | None = None, 
         # Keep Spark's own sockets on loopback (it would otherwise pick the host's address).
         os.environ.setdefault("SPARK_LOCAL_IP", settings.metrics.host)
         master = master or os.environ.get("SPARK_MASTER", "local[2]")
-        if master.startswith("local-cluster") and "SPARK_HOME" not in os.environ:
-            os.environ["SPARK_HOME"] = str(local_cluster_home(settings))
         builder = SparkSession.builder.master(master)
+        if master.startswith("local-cluster"):
+            if "SPARK_HOME" not in os.environ:
+                os.environ["SPARK_HOME"] = str(local_cluster_home(settings))
+            builder = builder.config("spark.executor.memory", settings.pipeline.spark_executor_memory)
     for key, value in spark_conf(settings, app_name, extra_jars).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
