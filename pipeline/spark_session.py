@@ -8,7 +8,6 @@ memory settings are the same everywhere. Jars are the pinned ones in ``.tools/ja
 from __future__ import annotations
 
 import os
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -109,22 +108,6 @@ def local_cluster_home(settings: Settings) -> Path:
     return home
 
 
-def task_slots(master: str) -> int:
-    """Tasks one executor runs at once under a local ``master``: ``local[N]`` N (``*``: this machine's cores),
-    ``local-cluster[E,C,M]`` C.
-
-    The executors keep this many idle Python workers (``spark.python.factory.idleWorkerMaxPoolSize``): a task
-    that chains two Python stages (the CDC apply's large batches: the changes shuffled to the state's task) uses
-    two workers at once, and without a cap both stay forked for as long as tasks keep coming, ~240 MiB an
-    executor doing nothing."""
-    inside = re.fullmatch(r"local(?:-cluster)?\[([^\]]*)\]", master)
-    if inside is None:
-        return 1  # plain "local"
-    parts = inside.group(1).split(",")
-    slots = parts[1] if master.startswith("local-cluster") else parts[0]
-    return os.cpu_count() or 1 if slots.strip() == "*" else int(slots)
-
-
 def build_session(settings: Settings, app_name: str, master: str | None = None, extra_jars: tuple[Path, ...] = ()):
     """A SparkSession: local[2] (or ``master`` / SPARK_MASTER: ``local-cluster[2,1,1024]`` runs two executor
     processes), or the submitter's in cluster mode."""
@@ -140,7 +123,6 @@ def build_session(settings: Settings, app_name: str, master: str | None = None, 
         os.environ.setdefault("SPARK_LOCAL_IP", settings.metrics.host)
         master = master or os.environ.get("SPARK_MASTER", "local[2]")
         builder = SparkSession.builder.master(master)
-        builder = builder.config("spark.python.factory.idleWorkerMaxPoolSize", str(task_slots(master)))
         if master.startswith("local-cluster"):
             if "SPARK_HOME" not in os.environ:
                 os.environ["SPARK_HOME"] = str(local_cluster_home(settings))
