@@ -11,6 +11,9 @@ Each micro-batch:
 3. merges them with each result table's rows in Spark and overwrites the small table in one
    Iceberg commit whose summary records the newest click snapshot included.
 
+In one application with the click ingestion (`lakehouse run pipeline`), a batch starts as soon as
+the click job commits (``pipeline.table_commits``); alone, at each trigger.
+
 That snapshot id is the job's only position: a restart reads it back from the result tables,
 so a batch is counted once whatever dies when (no checkpoint beside the tables). The driver
 reads manifests and commits; every click row goes through Spark tasks.
@@ -35,7 +38,7 @@ from pyspark.sql import functions as F
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import FatalError, LakehouseError
 from lakehouse.settings import Settings
-from pipeline import metrics
+from pipeline import metrics, table_commits
 from pipeline.aggregates import rollups as ru
 from pipeline.aggregates.increments import (
     FROM_THE_START,
@@ -81,11 +84,14 @@ class ResultTable:
 
     def write(self, content: DataFrame, position: int, through_ms: int | None) -> None:
         """Make ``content`` the table's rows and record ``position``, in one commit."""
+        began = time.monotonic()
         writer = content.writeTo(self.rollup.table).option(f"snapshot-property.{ru.PROGRESS_PROPERTY}", str(position))
         if through_ms is not None:
             writer = writer.option(f"snapshot-property.{ru.THROUGH_PROPERTY}", str(through_ms))
         writer.overwrite(F.lit(True))
+        written = time.monotonic()
         self.reload()
+        self.seconds = (written - began, time.monotonic() - written)
         if self.position != position:
             raise LakehouseError(f"{self.rollup.table} records position {self.position} after writing {position}: "
                                  "another writer committed in between")
@@ -99,7 +105,12 @@ class LiveAggregates:
     def __init__(self, spark: SparkSession, settings: Settings, from_timestamp_ms: int | None = None):
         if spark is None:
             raise FatalError("the live aggregates run on Spark: build the job with a SparkSession")
-        self.spark, self.settings = spark, settings
+        # a session of its own (the same application): its result tables are a few hundred rows, and a shuffle
+        # into one partition saves a batch the planning and tasks of the application's default partitions
+        self.spark, self.settings = spark.newSession(), settings
+        self.spark.conf.set("spark.sql.shuffle.partitions", "1")
+        # a batch starts when the click job of this application commits (the trigger: at most this long)
+        self.wake = table_commits.committed(settings.catalog.clicks_table)
         self.rollups = ru.rollups(settings)
         self.tables = [r.table for r in self.rollups]
         self.from_timestamp_ms = from_timestamp_ms
@@ -152,7 +163,11 @@ class LiveAggregates:
                 added += 1
                 continue
             if snapshots:
-                added += self._apply(plan_increment(clicks, position, snapshots), results)
+                planned = time.monotonic()
+                increment = plan_increment(clicks, position, snapshots)
+                log.info("aggregate: %d snapshots after %d: table read %.2fs, planned %.2fs", len(snapshots), position,
+                         planned - began, time.monotonic() - planned)
+                added += self._apply(increment, results)
         if not added:
             metrics.BATCHES.labels(self.name, "idle").inc()
             return 0
@@ -184,8 +199,9 @@ class LiveAggregates:
         self._each(results, lambda result: result.write(ru.added_to(result.rows(), rows, result.rollup), increment.end,
                                                         increment.through_ms))
         self._committed(increment.rows, increment.through_ms)
-        log.info("aggregate: %d click rows up to snapshot %d merged in %.2fs", increment.rows, increment.end,
-                 time.monotonic() - began)
+        log.info("aggregate: %d click rows up to snapshot %d merged in %.2fs (%s)", increment.rows, increment.end,
+                 time.monotonic() - began, ", ".join(f"{r.rollup.table.rsplit('.', 1)[-1]}: write {r.seconds[0]:.2f}s, "
+                                                     f"read back {r.seconds[1]:.2f}s" for r in results))
         return increment.rows
 
     @staticmethod

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakehouse.settings import Settings
-from pipeline import metrics
+from pipeline import metrics, table_commits
 from pipeline.cdc.dimension_tables import ensure_dimension_tables
 from pipeline.clicks import evolving_batch
 from pipeline.clicks.batch_stats import BatchStats, BatchStatsParam, count_batch, observe_latency
@@ -163,6 +163,7 @@ class ClickIngestJob(KafkaBatchJob):
         for key, value in options.items():
             writer = writer.option(key, value)
         writer.append()
+        table_commits.announce(table)
         took = time.monotonic() - began
         metrics.COMMIT_SECONDS.labels(table).observe(took)
         metrics.LAST_COMMIT.labels(table).set(time.time())

@@ -143,3 +143,49 @@ def test_ready_only_while_batches_succeed(tmp_path):
     assert status() == (503, "failing: test\n")
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         assert b"lakehouse_pipeline_batches_total" in resp.read()
+
+
+def test_a_job_woken_by_a_commit_starts_its_batch_before_its_trigger(tmp_path):
+    """The live aggregates read the click table: in one process, a click commit starts their batch at once."""
+    import threading
+    import time
+
+    from lakehouse.settings import load_settings
+    from pipeline import table_commits
+    from pipeline.runner import _loop
+
+    settings = load_settings()
+    settings.run_dir = tmp_path
+
+    class Reader:
+        name, tables = "reader", []
+
+        def __init__(self):
+            self.settings, self.started = settings, []
+            self.wake = table_commits.committed("test.woken_table")
+
+        def run_once(self) -> int:
+            self.started.append(time.monotonic())
+            return 1
+
+        def recover(self) -> None:
+            pass
+
+    stop, reader = threading.Event(), Reader()
+    loop = threading.Thread(target=_loop, args=(reader, 60.0, stop, None, 1.0))
+    loop.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not reader.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)
+        assert len(reader.started) == 1, "nothing committed: the next batch waits for its 60 s trigger"
+        announced = time.monotonic()
+        table_commits.announce("test.woken_table")
+        while len(reader.started) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(reader.started) == 2 and reader.started[1] - announced < 1.0, "the commit started the batch"
+    finally:
+        stop.set()
+        loop.join(5)
+    assert not loop.is_alive(), "a stop ends the wait within its slice"
