@@ -128,9 +128,11 @@ soak-cdc: install ## bench-cdc-scale for an hour: delete files bounded, point qu
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench cdc --members $(or $(MEMBERS),10000000) --rate $(or $(CDC_RATE),1000) --duration $(or $(CDC_DURATION),3600)
 
+# a variable, not a default inside $(or): make splits $(or)'s arguments at commas
+PEERS_RATES = 2000,10000,50000
 bench-peers: install ## This pipeline beside Spark Structured Streaming and the seed's Flink job, same workload (RATES=2000,10000,50000 DURATION=300; long)
 	@$(LAKEHOUSE) stack up
-	@$(LAKEHOUSE) bench peers --rates $(or $(RATES),2000,10000,50000) --duration $(or $(DURATION),300)
+	@$(LAKEHOUSE) bench peers --rates '$(or $(RATES),$(PEERS_RATES))' --duration $(or $(DURATION),300)
 
 # ---------------------------------------------------------------- Kubernetes (kind)
 KIND_CLUSTER := lakehouse

@@ -129,10 +129,15 @@ def plot(panel: Panel, path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.set_ylim(bottom=0)
     ax.set_xlim(*(dt.datetime.fromtimestamp(t, dt.timezone.utc) for t in panel.window))
-    if panel.series:
+    _finish(plt, fig, ax, path, "no data in this window" if not panel.series else None)
+
+
+def _finish(plt, fig, ax, path: Path, empty: str | None) -> None:
+    """A legend, or ``empty`` said in the middle of the plot; then the PNG written and the figure closed."""
+    if empty is None:
         ax.legend(loc="upper left", fontsize=8, frameon=False)
     else:
-        ax.text(0.5, 0.5, "no data in this window", ha="center", va="center", transform=ax.transAxes, color="grey")
+        ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes, color="grey")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -157,13 +162,7 @@ def plot_freshness(measured: list[Freshness], path: Path) -> None:
     ax.set_xlim(0, 100)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    if drawn:
-        ax.legend(loc="upper left", fontsize=8, frameon=False)
-    else:
-        ax.text(0.5, 0.5, "nothing measured", ha="center", va="center", transform=ax.transAxes, color="grey")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _finish(plt, fig, ax, path, "nothing measured" if not drawn else None)
 
 
 def _freshness_section(measured: list[Freshness], out_dir: Path) -> str:

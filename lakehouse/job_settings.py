@@ -79,7 +79,9 @@ class PipelineSettings(BaseModel):
         8, ge=1, description="Spark FAIR-scheduler weight of the writers' pools (clicks, dims, aggregate) against "
                              "maintenance's (1) when they share an application: a free core goes to a writer's "
                              "batch first, so compaction uses what the writers leave.")
-    aggregate_trigger_seconds: float = Field(2.0, gt=0, description="Micro-batch interval of the live aggregates.")
+    aggregate_trigger_seconds: float = Field(
+        2.0, gt=0, description="Longest wait between two batches of the live aggregates: in one application with "
+                               "the click job (`run pipeline`) a batch starts at each click commit.")
     dims_trigger_seconds: float = Field(
         2.0, gt=0, description="Micro-batch interval of the dimension apply. Each batch is one Spark job and one "
                                "commit per table: at 1 s the apply took a quarter of a core more at 20 changes/s "

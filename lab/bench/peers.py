@@ -14,6 +14,12 @@ the table alone:
   store's or the producer's, which every system shares);
 - data files and snapshots committed per minute;
 - exactly once: every (partition, offset) the producer wrote is in the table once.
+
+Each system is tried at its own settings, longest interval first (its micro-batch trigger, or
+Flink's checkpoint: how often it commits), and at each rate a shorter one only while the longer
+kept up (``kept_up``): the search stops where the system stops keeping up. ``best_of`` then picks
+each system's freshest setting that kept up, so the comparison printed is best against best, at
+the same rate, in the same run.
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ class System:
 
     name: str  # as the table prints it: "this pipeline", "Spark Structured Streaming (trigger 60 s)"
     start: Callable[[Settings, str, str, Path], subprocess.Popen]
+    family: str = ""  # the system without its setting: "Flink"; its runs are compared to find its best
+    setting: float | None = None  # its interval in seconds (None: its default), tried longest first
 
 
 @dataclass
@@ -77,6 +85,7 @@ class PeerResult:
     caught_up: bool = True
     topic: str = ""  # the run's own topic and table (dropped after the run unless kept)
     table: str = ""
+    family: str = ""  # the system without its setting (``System.family``)
 
     @property
     def exactly_once(self) -> bool:
@@ -96,7 +105,7 @@ def this_pipeline(trigger_seconds: float | None = None) -> System:
             s.pipeline.trigger_seconds = trigger_seconds
         return start_job_process(s, "clicks", log)
     return System("this pipeline" + (f" (trigger {trigger_seconds:g} s)" if trigger_seconds is not None else ""),
-                  start)
+                  start, "this pipeline", trigger_seconds)
 
 
 def clicks_arrow(trigger_seconds: float) -> System:
@@ -105,7 +114,8 @@ def clicks_arrow(trigger_seconds: float) -> System:
         s = _for(s, topic, table)
         s.pipeline.trigger_seconds = trigger_seconds
         return start_job_process(s, "clicks", log, module="lab.peers.clicks_arrow")
-    return System(f"the click job without Spark (lab/peers/clicks_arrow.py, trigger {trigger_seconds:g} s)", start)
+    return System(f"the click job without Spark (lab/peers/clicks_arrow.py, trigger {trigger_seconds:g} s)", start,
+                  "the click job without Spark", trigger_seconds)
 
 
 def spark_structured_streaming(trigger_seconds: float) -> System:
@@ -116,7 +126,8 @@ def spark_structured_streaming(trigger_seconds: float) -> System:
                 [sys.executable, "-m", "lab.peers.spark_streaming", topic, table, str(trigger_seconds), str(checkpoint)],
                 env={**os.environ, **settings_env(s, with_secrets=True)}, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True)
-    return System(f"Spark Structured Streaming (trigger {trigger_seconds:g} s)", start)
+    return System(f"Spark Structured Streaming (trigger {trigger_seconds:g} s)", start, "Spark Structured Streaming",
+                  trigger_seconds)
 
 
 def flink(checkpoint_seconds: float, parallelism: int = 2) -> System:
@@ -133,7 +144,7 @@ def flink(checkpoint_seconds: float, parallelism: int = 2) -> System:
                 [str(flink_setup.python(s.tools_dir)), "-m", "lab.peers.flink_job", str(job)],
                 env={**os.environ, **flink_setup.environment(s.tools_dir), "FLINK_LOG_DIR": str(log.parent)},
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    return System(f"Flink (checkpoint {checkpoint_seconds:g} s)", start)
+    return System(f"Flink (checkpoint {checkpoint_seconds:g} s)", start, "Flink", checkpoint_seconds)
 
 
 def _for(s: Settings, topic: str, table: str) -> Settings:
@@ -257,10 +268,60 @@ def _produce(s: Settings, topic: str, rate: float, duration: float) -> int:
     return int((out or "produced 0").split()[1])
 
 
+#: a run kept up when it committed everything in time and its committed rate was at least this share of the produced
+KEPT_UP_SHARE = 0.98
+
+
+def kept_up(r: PeerResult) -> bool:
+    """Whether the system kept up at that setting: every event committed once, within the drain time, at a
+    committed rate of at least ``KEPT_UP_SHARE`` of the produced one."""
+    return r.exactly_once and r.caught_up and r.sustained_eps >= KEPT_UP_SHARE * r.rate
+
+
+def longest_first(systems: list[System]) -> list[System]:
+    """The systems in their given order of families, each family's settings longest first (its default first)."""
+    order = list(dict.fromkeys(s.family or s.name for s in systems))
+    return sorted(systems, key=lambda s: (order.index(s.family or s.name),
+                                          -(s.setting if s.setting is not None else float("inf"))))
+
+
 def run(settings: Settings, systems: list[System], rates: list[float], duration: float,
         progress=print, keep: bool = False) -> list[PeerResult]:
-    """Every system at every rate, one after another on the same stack."""
-    return [run_one(settings, system, rate, duration, progress, keep) for rate in rates for system in systems]
+    """Every system at every rate, one after another on the same stack; a family's shorter settings only while
+    its longer ones kept up."""
+    results = []
+    for rate in rates:
+        behind: set[str] = set()
+        for system in longest_first(systems):
+            family = system.family or system.name
+            if family in behind:
+                progress(f"{system.name}: not run at {rate:,.0f} events/s: a longer setting did not keep up")
+                continue
+            result = run_one(settings, system, rate, duration, progress, keep)
+            result.family = family
+            results.append(result)
+            if not kept_up(result):
+                behind.add(family)
+    return results
+
+
+def best_of(results: list[PeerResult]) -> list[PeerResult]:
+    """Each family's freshest run (lowest p95) that kept up, at each rate: the runs to compare."""
+    best: dict[tuple[float, str], PeerResult] = {}
+    for r in results:
+        key = (r.rate, r.family or r.system)
+        if kept_up(r) and (key not in best or r.p95_s < best[key].p95_s):
+            best[key] = r
+    return list(best.values())
+
+
+def best_line(r: PeerResult, others: list[PeerResult]) -> dict[str, str]:
+    """One row of the best-against-best table: the family's best run and its p95 beside the best other's."""
+    rivals = [o.p95_s for o in others if o.rate == r.rate and (o.family or o.system) != (r.family or r.system)]
+    ratio = f"{r.p95_s / min(rivals):.2f}x" if rivals and min(rivals) > 0 else ""
+    return {"system": r.family or r.system, "its best setting": r.system, "events/s": f"{r.rate:,.0f}",
+            "p50 (s)": f"{r.p50_s:.2f}", "p95 (s)": f"{r.p95_s:.2f}", "p99 (s)": f"{r.p99_s:.2f}",
+            "CPU s / M events": f"{r.cpu_s_per_million:,.0f}", "p95 / best other's": ratio}
 
 
 def result_line(r: PeerResult) -> dict[str, str]:

@@ -135,22 +135,23 @@ def standard(
         append_rows(figures)
         console.print(f"appended {len(figures)} rows to {BENCHMARKS_MD.relative_to(REPO_ROOT)}; JSON in {out}")
         if write():
-            console.print("README.md's headline figures regenerated from them (`lakehouse bench headline`)")
+            console.print("README.md's and docs/scaling.md's figures regenerated from them (`lakehouse bench headline`)")
 
 
 @app.command()
 def headline() -> None:
-    """Write the README's headline figures from docs/benchmarks.md's rows (`make bench` runs this itself).
+    """Write the README's headline figures and docs/scaling.md's sizing figures from docs/benchmarks.md's rows
+    (`make bench` runs this itself).
 
-    Each headline is the latest row of its figure, with its goal and the range over the runs
-    since the last change to the path measured (at most five, named by commit). `make lint`
-    fails when the README's block differs from what the rows give.
+    Each figure is the latest row of its kind, with its goal and the range over the runs since
+    the last change to the path measured (at most five, named by commit). `make lint` fails when
+    a doc's block differs from what the rows give.
     """
-    from lab.headline import README, write
+    from lab.headline import BLOCKS, write
 
     with friendly_errors():
         changed = write()
-    console.print(f"{README.name}: headline figures {'regenerated' if changed else 'already current'}")
+    console.print(f"{', '.join(b.path.name for b in BLOCKS)}: figures {'regenerated' if changed else 'already current'}")
 
 
 @app.command()

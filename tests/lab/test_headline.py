@@ -47,3 +47,15 @@ def test_the_readme_block_is_rewritten_and_a_hand_edit_is_caught(tmp_path, monke
     readme.write_text(readme.read_text().replace("3.20 s", "1.40 s"))  # quoting the best run by hand
     assert "run `.venv/bin/lakehouse bench headline`" in headline.stale(readme, benchmarks)
     assert headline.write(readme, benchmarks) is True and headline.write(readme, benchmarks) is False
+
+
+def test_the_sizing_guide_quotes_the_same_rows_and_says_what_is_missing(tmp_path):
+    """docs/scaling.md sizes a cluster from the same rows: the latest CDC run, and no headroom run since the
+    design changed said as such (not a day-old figure)."""
+    found = headline.rows(_benchmarks(tmp_path).read_text())
+    block = headline.render(found, SINCE, headline.SCALING_BLOCK)
+    assert block.startswith(headline.SCALING_BLOCK.begin) and block.endswith(headline.SCALING_BLOCK.end)
+    applied = next(line for line in block.splitlines() if line.startswith("| CDC changes applied"))
+    assert "1,012 changes/s (2026-11-28, ccc0003)" in applied
+    assert "not measured since c0ffee0" in next(line for line in block.splitlines() if "highest click rate" in line)
+    assert headline.README_BLOCK.begin == headline.BEGIN and headline.README_BLOCK.end == headline.END
