@@ -71,9 +71,10 @@ class PipelineSettings(BaseModel):
                              "executors and classpath.")
     spark_driver_memory: str = "1g"
     spark_executor_memory: str = Field(
-        "640m", description="Heap of each executor when Spark runs executors of its own (SPARK_MASTER "
-                            "local-cluster[...] here; the cluster's pipeline SparkApplication, whose executors "
-                            "are given this): the jobs' per-row work is in Python workers, beside the heap.")
+        "640m", description="Heap of each executor when Spark runs executors of its own here (SPARK_MASTER "
+                            "local-cluster[...]): the kind overlay's pipeline SparkApplication gives its executors "
+                            "the same (k8s/base/spark/pipeline-application.yaml); the jobs' per-row work is in "
+                            "Python workers, beside the heap.")
     spark_shuffle_partitions: int = Field(4, ge=1)
     writer_pool_weight: int = Field(
         8, ge=1, description="Spark FAIR-scheduler weight of the writers' pools (clicks, dims, aggregate) against "

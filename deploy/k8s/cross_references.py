@@ -177,11 +177,6 @@ def settings_match(docs: list[Doc]) -> list[str]:
     kafka = next((d for d in docs if d["kind"] == "Kafka"), None)
     if kafka and settings.kafka.port not in {lst["port"] for lst in kafka["spec"]["kafka"]["listeners"]}:
         problems.append(f"no Kafka listener on the settings' port {settings.kafka.port}")
-    for doc in docs:  # the long-running application: its executors as the local suite's local-cluster ones
-        memory = doc["spec"].get("executor", {}).get("memory") if doc["kind"] == "SparkApplication" else None
-        if memory is not None and memory != settings.pipeline.spark_executor_memory:
-            problems.append(f"{_name(doc)}: executors of {memory}, but pipeline.spark_executor_memory (what the "
-                            f"local-cluster runs measure) is {settings.pipeline.spark_executor_memory}")
     exporters = settings.metrics.exporters()
     for owner, labels, pod in pod_templates(docs):
         exporter = labels.get(EXPORTER_LABEL)

@@ -203,13 +203,6 @@ def test_a_missing_configmap_and_a_drifted_topic_fail(docs):
     assert any("KafkaTopics" in p for p in problems), problems
 
 
-def test_executors_other_than_the_ones_the_local_cluster_runs_measure_fail(docs):
-    drifted = copy.deepcopy(docs)
-    by_kind(drifted, "SparkApplication")[0]["spec"]["executor"]["memory"] = "2g"
-    assert any("executors of 2g" in p for p in xref.cross_reference_problems(drifted))
-    assert not any("executors of" in p for p in xref.cross_reference_problems(docs))
-
-
 def test_an_entrypoint_missing_from_the_repo_fails(docs):
     broken = copy.deepcopy(named(docs, "SparkApplication", "pipeline"))
     broken["spec"]["mainApplicationFile"] = "local:///opt/lakehouse/pipeline/nope.py"
