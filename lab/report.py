@@ -104,16 +104,19 @@ def collect(settings: Settings, since_seconds: float, now: float | None = None) 
 
 
 def _pyplot():
-    """matplotlib's pyplot without a screen; deferred (~0.5 s) to when a report is drawn."""
+    """matplotlib's pyplot without a screen."""
+    # deferred: matplotlib (~0.5 s) only when a report is drawn
     import matplotlib
 
     matplotlib.use("Agg")  # no screen: set before pyplot loads
+    # deferred: pyplot after the backend is chosen
     import matplotlib.pyplot as plt
 
     return plt
 
 
 def plot(panel: Panel, path: Path) -> None:
+    # deferred: matplotlib (~0.5 s) only when a report is drawn
     import matplotlib.dates as mdates
 
     plt = _pyplot()
