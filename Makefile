@@ -9,7 +9,7 @@ LAKEHOUSE := $(BIN)/lakehouse
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install debs artifacts checkov demo lint test-unit test down-local status-local clean bench bench-ingest bench-system bench-headroom bench-load bench-cdc bench-cdc-scale soak-cdc bench-peers soak-pair chaos test-chaos trino-local \
+.PHONY: help install debs artifacts checkov demo lint test-unit test down-local status-local clean bench bench-ingest bench-system bench-headroom bench-load bench-cdc bench-cdc-scale soak-cdc bench-peers bench-cdc-peers soak-pair chaos test-chaos trino-local \
         up down status trino load image-lock k8s-generate k8s-validate k8s-crds
 
 help: ## List the targets
@@ -133,6 +133,12 @@ PEERS_RATES = 2000,10000,50000
 bench-peers: install ## This pipeline beside Spark Structured Streaming and the seed's Flink job, same workload (RATES=2000,10000,50000 DURATION=300; long)
 	@$(LAKEHOUSE) stack up
 	@$(LAKEHOUSE) bench peers --rates '$(or $(RATES),$(PEERS_RATES))' --duration $(or $(DURATION),300)
+
+# the sizes `bench-cdc-peers` runs each system at (a variable: make's $(or) splits at commas)
+CDC_PEERS_MEMBERS = 1000000,10000000
+bench-cdc-peers: install ## The CDC apply beside Spark MERGE INTO and seed 004's Flink upsert sink, same change stream (MEMBERS=1000000,10000000 DURATION=300; ~80 min); rows to docs/benchmarks.md
+	@$(LAKEHOUSE) stack up
+	@SPARK_MASTER='$(or $(SPARK_MASTER),$(CDC_SCALE_MASTER))' $(LAKEHOUSE) bench cdc-peers --members '$(or $(MEMBERS),$(CDC_PEERS_MEMBERS))' --rate $(or $(CDC_RATE),1000) --duration $(or $(DURATION),300) --record
 
 # ---------------------------------------------------------------- Kubernetes (kind)
 KIND_CLUSTER := lakehouse

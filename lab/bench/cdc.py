@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +25,7 @@ from deploy.local.services.mariadb import connect, create_source_database
 from lab.bench.freshness import first_visible, quantiles
 from lab.bench.ingest import commit_rate
 from lab.bench.scratch import discard
+from lab.peers import cdc_flink
 from lab.peers.cdc_merge import MergeApplyJob
 from lab.peers.cdc_python import PythonApplyJob
 from lakehouse.catalog import pyiceberg_catalog
@@ -57,9 +59,11 @@ def bench_settings(settings: Settings, tag: str) -> Settings:
 
 
 def discard_cdc_world(s: Settings) -> None:
-    """The run's database, CDC topics and dimension tables (``lab.bench.scratch``)."""
+    """The run's database, CDC topics and dimension tables (``lab.bench.scratch``), and a Flink peer's checkpoints."""
     discard(s, [s.catalog.products_table, s.catalog.members_table],
             [s.cdc_topic(t) for t in s.cdc_tables] + [s.cdc_position_topic], s.mariadb.database)
+    shutil.rmtree(cdc_flink.checkpoints(s), ignore_errors=True)
+    cdc_flink.job_file(s).unlink(missing_ok=True)
 
 
 def write_changes(s: Settings, rate: float, duration: float, tick: float = 0.02, name: str = "bench") -> int:

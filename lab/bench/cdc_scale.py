@@ -32,48 +32,23 @@ from deploy.local.services.broker import Broker
 from deploy.local.services.mariadb import connect, create_source_database
 from lab.bench.cdc import bench_settings, discard_cdc_world
 from lab.bench.cdc_processes import CdcProcesses
-from lab.bench.freshness import MarkedFreshness, quantiles
+from lab.bench.freshness import MarkedFreshness
 from lab.bench.ingest import commit_rate
 from lab.bench.process_cpu import CpuMeter, PeakRss, service_cpu, spark_parts, tree_cpu_seconds, tree_peak_rss_mb, tree_pids
+from lab.bench.read_cost import READERS, ReadCost, read_cost, reader_costs
 from lab.reconcile import member_fingerprints, member_sample_differences
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import LakehouseError
 from lakehouse.kafka_clients import end_offsets
 from lakehouse.settings import Settings
 from loadgen.dimensions import load_table, member_key
-from pipeline.cdc.dimension_tables import committed_position
 from pipeline.cdc.live_rows import live_files
-from queries.duckdb_engine import DuckDBEngine
 
 MARK = "bench:"
 
 
-@dataclass(frozen=True)
-class ReadCost:
-    """p95 seconds of a point query and of a full count, and the delete files readers merge, at one moment."""
-
-    point_p95_s: float
-    count_p95_s: float
-    delete_files: int
-    deleted_rows: int = 0
-
-
-def read_cost(s: Settings, members: int, repeat: int = 10) -> ReadCost:
-    """A point query on a random key and a full count through DuckDB, ``repeat`` times each (a warm engine)."""
-    engine, rng, table = DuckDBEngine(s), random.Random(3), s.catalog.members_table
-    engine.run(f"SELECT count(*) FROM {table}")  # the connection and the metadata read: not the read cost
-    point, count = [], []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        engine.run(f"SELECT * FROM {table} WHERE userid = '{member_key(rng.randrange(members))}'")
-        point.append(time.perf_counter() - began)
-        began = time.perf_counter()
-        engine.run(f"SELECT count(*) FROM {table}")
-        count.append(time.perf_counter() - began)
-    files = [e.data_file for e in live_files(pyiceberg_catalog(s).load_table(table))]
-    deletes = [f for f in files if f.content != 0]
-    return ReadCost(quantiles(point, (95,))[0], quantiles(count, (95,))[0], len(deletes),
-                    sum(f.record_count for f in deletes))
+#: seconds the run waits, once the changes end, for the apply to apply the last of them
+CATCH_UP_S = 300.0
 
 
 @dataclass
@@ -87,6 +62,10 @@ class ScaleResult:
     sustained_cps: float = 0.0
     freshness_p50_s: float = float("nan")
     freshness_p95_s: float = float("nan")
+    freshness_p99_s: float = float("nan")
+    #: seconds the changes were written for, and the apply's CPU seconds over them (driver, executors, workers)
+    changing_s: float = 0.0
+    apply_cpu_s: float = 0.0
     bytes_per_change: float = 0.0
     row_bytes: float = 0.0
     delete_files_end: int = 0
@@ -113,6 +92,15 @@ class ScaleResult:
     fingerprints: dict[str, tuple] = field(default_factory=dict)
     sample_differences: dict[str, int] = field(default_factory=dict)
     kills: list[str] = field(default_factory=list)
+    #: whether the apply had applied every change within ``CATCH_UP_S`` of the changes' end
+    caught_up: bool = True
+    #: each reader's cost at the end, or why it cannot read the table (``reader_costs``)
+    readers: dict[str, ReadCost | str] = field(default_factory=dict)
+
+    @property
+    def cpu_s_per_million(self) -> float:
+        """The apply's CPU seconds per million changes written while changing."""
+        return self.apply_cpu_s / self.changes * 1e6 if self.changes else float("nan")
 
     @property
     def write_amplification(self) -> float:
@@ -179,12 +167,6 @@ class MemberChanges:
         return 1
 
 
-def _applied(s: Settings) -> int:
-    """Changes the member table has committed (offsets in its newest progress snapshot)."""
-    table = pyiceberg_catalog(s).load_table(s.catalog.members_table)
-    return sum(committed_position(table).offsets.get(s.cdc_topic("user_member"), {}).values())
-
-
 def _wait_applied(s: Settings, target: int, timeout: float, processes: CdcProcesses) -> float:
     """Seconds until the member table holds the changes up to ``target``: polled on the apply's metrics,
     confirmed on the table."""
@@ -193,7 +175,8 @@ def _wait_applied(s: Settings, target: int, timeout: float, processes: CdcProces
         processes.check()
         reported = processes.applied()
         try:
-            if (reported is None or reported >= target) and _applied(s) >= target:
+            if (reported is None or reported >= target) and processes.committed() >= target:
+                processes.settle()
                 return time.monotonic() - began
         except Exception:  # noqa: BLE001 - the table may not exist yet
             pass
@@ -233,9 +216,10 @@ def _note_bytes_added(table, since_ms: int, added: dict[int, int]) -> None:
 
 def run(settings: Settings, members: int, rate: float, duration: float, progress=print,
         engines: tuple[str, ...] = ("duckdb", "spark", "trino"), chaos: bool = False, keep: bool = False,
-        apply: str = "pipeline") -> ScaleResult:
+        apply: str = "pipeline", flink_checkpoint_s: float = 1.0) -> ScaleResult:
     """The whole benchmark (module docstring); ``chaos``: kill -9 the capture and the apply job, each once
-    during the snapshot and once during the changes, restarting them; the readers must still agree."""
+    during the snapshot and once during the changes, restarting them; the readers must still agree.
+    ``apply``: what applies the changes (``CdcProcesses``)."""
     s = bench_settings(settings, time.strftime("%Y%m%d%H%M%S"))
     create_source_database(s, s.mariadb.database)
     with connect(s, database=s.mariadb.database) as conn, conn.cursor() as cur:
@@ -244,7 +228,7 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
     progress(f"loaded {members:,} members in {loaded.seconds:.1f}s ({loaded.rows_per_s:,.0f} rows/s)")
     Broker(s).bootstrap()
     began = time.monotonic()
-    processes = CdcProcesses(s, s.mariadb.database, apply)
+    processes = CdcProcesses(s, s.mariadb.database, apply, flink_checkpoint_s)
     writer = MemberChanges(s, members)
     try:
         peaks = PeakRss(lambda: _watched(processes), pss=True)
@@ -274,11 +258,14 @@ def run(settings: Settings, members: int, rate: float, duration: float, progress
         if duration > 0:
             _steady(s, result, writer, rate, duration, processes, progress, chaos)
             result.reads_end = read_cost(s, members)
-        result.restart_s, result.restart_rss_mb = _restart(s, processes, writer)
+        if result.caught_up:
+            result.restart_s, result.restart_rss_mb = _restart(s, processes, writer)
     finally:
         processes.stop()
     result.kills = processes.kills
     result.data_files_end, result.delete_files_end = _files(s)
+    progress("what each reader pays: " + ", ".join(READERS))
+    result.readers = reader_costs(s, members)
     progress("reading the table back through " + ", ".join(("mariadb", *engines)))
     result.fingerprints = member_fingerprints(s, engines)
     result.sample_differences = member_sample_differences(s, sorted(set(writer.touched[-2000:])), engines)
@@ -341,7 +328,7 @@ def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float
     meter = _cpu_meter(s, processes)
     meter.start()
     since_ms, began = int(time.time() * 1000), time.monotonic()
-    first = _applied(s)
+    first = processes.committed()
     written: list[int] = []
     thread = threading.Thread(target=lambda: written.append(writer.run(rate, duration)), daemon=True)
     thread.start()
@@ -354,12 +341,13 @@ def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float
         if crashes and elapsed >= crashes[0][0]:
             processes.crash(crashes.pop(0)[1], "during the changes")
         reported = processes.applied()
-        samples.append((elapsed, (_applied(s) if reported is None else reported) - first))
+        samples.append((elapsed, (processes.committed() if reported is None else reported) - first))
         if elapsed >= next_read and elapsed < duration - 10:
             cost = read_cost(s, result.members, repeat=5)
-            result.reads_during.append((elapsed, cost))
-            progress(f"{elapsed / 60:.0f} min: point p95 {cost.point_p95_s:.2f}s, count p95 {cost.count_p95_s:.2f}s, "
-                     f"{cost.delete_files} delete files, {cost.deleted_rows:,} deleted rows")
+            if cost is not None:
+                result.reads_during.append((elapsed, cost))
+                progress(f"{elapsed / 60:.0f} min: point p95 {cost.point_p95_s:.2f}s, count p95 "
+                         f"{cost.count_p95_s:.2f}s, {cost.delete_files} delete files, {cost.deleted_rows:,} deleted rows")
             next_read += read_every
         if elapsed - polled >= 30:  # before the writer expires them (it keeps ten minutes)
             table = pyiceberg_catalog(s).load_table(s.catalog.members_table)
@@ -367,9 +355,16 @@ def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float
             _note_bytes_added(table, since_ms, added)
             polled = elapsed
         time.sleep(1.0)
-    samples.append((time.monotonic() - began, _applied(s) - first))
-    result.cores = {part: seconds / (time.monotonic() - began) for part, seconds in meter.stop().items()}
-    _wait_applied(s, _topic_end(s), 300, processes)
+    samples.append((time.monotonic() - began, processes.committed() - first))
+    cpu = meter.stop()
+    result.changing_s = time.monotonic() - began
+    result.cores = {part: seconds / result.changing_s for part, seconds in cpu.items()}
+    result.apply_cpu_s = cpu["apply"]
+    try:
+        _wait_applied(s, _topic_end(s), CATCH_UP_S, processes)
+    except LakehouseError:  # a system that fell behind: its figures say so, its table is compared as it stands
+        result.caught_up = False
+        progress(f"the apply had not caught up {CATCH_UP_S:.0f}s after the changes ended: figures as they stand")
     table = pyiceberg_catalog(s).load_table(s.catalog.members_table)
     fresh.poll(table)
     _note_bytes_added(table, since_ms, added)
@@ -380,4 +375,4 @@ def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float
     result.apply_parts_pss_mb = _parts(peaks.pss_peak_mb(), whole=True)
     result.bytes_per_change = sum(added.values()) / max(result.changes, 1)
     result.row_bytes = _changed_row_bytes(s)
-    result.freshness_p50_s, result.freshness_p95_s = fresh.quantiles_s((50, 95))
+    result.freshness_p50_s, result.freshness_p95_s, result.freshness_p99_s = fresh.quantiles_s((50, 95, 99))

@@ -175,3 +175,42 @@ def run_standard(settings: Settings, out_dir: Path, ingest_seconds: float, cdc_s
         {"ingest": asdict(ingest), "cdc": asdict(cdc), "headroom": headroom.as_dict(), "system": asdict(system),
          "figures": [asdict(f) for f in figures]}, indent=2))
     return figures
+
+
+def cdc_peer_figures(results: list, command: str) -> list[Figure]:
+    """`bench cdc-peers` at one size, held to issue 61's goals: this pipeline's apply at most the better peer's
+    p95, for no more CPU, and each reader at least as fast on its table as on the peers'."""
+    figures = []
+    ours = next((r for name, r in results if name == "pipeline"), None)
+    peers = [(name, r) for name, r in results if name != "pipeline"]
+    for name, r in results:
+        at = f"{command} ({name})"
+        if r is ours and peers:
+            figures.append(at_most(at, "freshness p95", r.freshness_p95_s, "s",
+                                   min(p.freshness_p95_s for _, p in peers)))
+            figures.append(at_most(at, "CPU per million changes", r.cpu_s_per_million, "s",
+                                   min(p.cpu_s_per_million for _, p in peers)))
+        else:
+            figures += [Figure(at, "freshness p95", r.freshness_p95_s, "s"),
+                        Figure(at, "CPU per million changes", r.cpu_s_per_million, "s")]
+        figures += [Figure(at, "freshness p50", r.freshness_p50_s, "s"), Figure(at, "freshness p99", r.freshness_p99_s, "s"),
+                    Figure(at, "sustained", r.sustained_cps, "changes/s"),
+                    Figure(at, "initial snapshot", r.snapshot_rows_per_s, "rows/s"),
+                    Figure(at, "peak RSS while changing", r.apply_rss_mb, "MiB"),
+                    Figure(at, "write amplification", r.write_amplification, "x"),
+                    Figure(at, "delete files at the end", r.delete_files_end, "")]
+        for reader, cost in r.readers.items():
+            if isinstance(cost, str):
+                figures.append(Figure(at, f"{reader} reads the table", 0, "", "", False))
+                continue
+            for what, seconds in (("point query p95", cost.point_p95_s), ("count p95", cost.count_p95_s)):
+                best_peer = min((p.readers[reader].point_p95_s if what.startswith("point") else p.readers[reader].count_p95_s
+                                 for _, p in peers if not isinstance(p.readers.get(reader, ""), str)), default=None)
+                figures.append(at_most(at, f"{reader} {what}", seconds, "s", best_peer) if r is ours and best_peer
+                               else Figure(at, f"{reader} {what}", seconds, "s"))
+        figures.append(Figure(at, "equal to MariaDB (rows, keys, sums, sampled keys)",
+                              float(all(fp == r.fingerprints["mariadb"] for fp in r.fingerprints.values())
+                                    and not any(r.sample_differences.values())), "", "= 1",
+                              all(fp == r.fingerprints["mariadb"] for fp in r.fingerprints.values())
+                              and not any(r.sample_differences.values())))
+    return figures

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from cli.common import console, friendly_errors, print_figures, stack_settings_or_exit
-from lab.commands.bench_cdc import APPLY_TITLES
+from lab.commands.bench_cdc import APPLY_TITLES, cdc_peers
 from lab.commands.bench_enrichment import enrichment
 from lab.commands.bench_ingest import CLICK_STACK, ingest
 from lab.commands.bench_peers import peers
@@ -202,8 +202,12 @@ def cdc(
                                             "at them; by default they are removed once the figures are read.")] = False,
     apply: Annotated[str, typer.Option(help="What applies the changes: 'pipeline' (`lakehouse run dims`, the Spark "
                                             "apply), 'merge-peer' (Iceberg's standard Spark path, MERGE INTO each "
-                                            "batch: lab/peers/cdc_merge.py) or 'python-peer' (the apply as one "
-                                            "Python process: lab/peers/cdc_python.py).")] = "pipeline",
+                                            "batch: lab/peers/cdc_merge.py), 'python-peer' (the apply as one "
+                                            "Python process: lab/peers/cdc_python.py) or, with --members, "
+                                            "'flink-peer' (seed 004's Flink upsert sink: "
+                                            "lab/peers/flink_cdc_job.py).")] = "pipeline",
+    flink_checkpoint: Annotated[float, typer.Option(help="With --apply flink-peer: its checkpoint interval in "
+                                                         "seconds (it commits once per checkpoint).")] = 1.0,
     record: Annotated[bool, typer.Option(help="With --members: also append the figures, held to their goals, as "
                                               "dated rows to docs/benchmarks.md.")] = False,
 ) -> None:
@@ -221,8 +225,10 @@ def cdc(
         from lab.commands.bench_cdc import cdc_at_scale  # deferred: the at-scale run pulls in DuckDB, Spark, Trino
 
         cdc_at_scale(settings, rate, duration, members, tuple(e for e in engines.split(",") if e), chaos, keep, apply,
-                     record)
+                     record, flink_checkpoint)
         return
+    if apply == "flink-peer":
+        raise typer.BadParameter("the Flink peer runs at scale only: give --members N", param_hint="--apply")
     from lab.bench.cdc import run
     from pipeline.metrics import serve
 
@@ -399,3 +405,4 @@ app.command()(peers)
 app.command()(enrichment)
 app.command("soak-plot")(soak_plot)
 app.command("soak-compare")(soak_compare)
+app.command(name="cdc-peers")(cdc_peers)

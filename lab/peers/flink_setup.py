@@ -79,21 +79,11 @@ def jars(tools_dir: Path) -> tuple[list[Path], list[Path]]:
     return parent, [j for j in every if j not in parent]
 
 
-def job_spec(settings: Settings, topic: str, table: str, checkpoint_seconds: float, parallelism: int) -> dict:
-    """The job's settings as plain values (flink_job.py reads nothing else)."""
-    db = settings.mariadb
+def common_spec(settings: Settings, checkpoints: Path, checkpoint_seconds: float, parallelism: int) -> dict:
+    """What every Flink peer job is given: the broker, the lake's catalog, and Flink's own settings."""
     _, job_jars = jars(settings.tools_dir)
-    checkpoints = settings.run_dir / "peers" / f"{table.replace('.', '_')}-flink-checkpoints"
     return {
-        "topic": topic,
-        "table": table,
         "bootstrap": settings.kafka.bootstrap,
-        "required": [f.name for f in click_contract().fields if f.required],
-        # MariaDB's driver takes the MySQL URL scheme only when told to; Flink's JDBC connector
-        # picks its MySQL dialect by that scheme
-        "jdbc_url": f"jdbc:mysql://{db.host}:{db.port}/{db.database}?permitMysqlScheme",
-        "jdbc_user": db.cdc_user,
-        "jdbc_password": secret(db.cdc_password, "mariadb.cdc_password"),
         "catalog": {
             "type": "iceberg",
             "catalog-type": "hive",
@@ -113,13 +103,35 @@ def job_spec(settings: Settings, topic: str, table: str, checkpoint_seconds: flo
     }
 
 
-def write_job(settings: Settings, topic: str, table: str, checkpoint_seconds: float, parallelism: int) -> Path:
-    """The job's JSON file (it holds the lookup login's password: readable by its owner only)."""
-    path = settings.run_dir / "peers" / f"{table.replace('.', '_')}-flink.json"
+def job_spec(settings: Settings, topic: str, table: str, checkpoint_seconds: float, parallelism: int) -> dict:
+    """The click job's settings as plain values (flink_job.py reads nothing else)."""
+    db = settings.mariadb
+    checkpoints = settings.run_dir / "peers" / f"{table.replace('.', '_')}-flink-checkpoints"
+    return {
+        **common_spec(settings, checkpoints, checkpoint_seconds, parallelism),
+        "topic": topic,
+        "table": table,
+        "required": [f.name for f in click_contract().fields if f.required],
+        # MariaDB's driver takes the MySQL URL scheme only when told to; Flink's JDBC connector
+        # picks its MySQL dialect by that scheme
+        "jdbc_url": f"jdbc:mysql://{db.host}:{db.port}/{db.database}?permitMysqlScheme",
+        "jdbc_user": db.cdc_user,
+        "jdbc_password": secret(db.cdc_password, "mariadb.cdc_password"),
+    }
+
+
+def write_spec(path: Path, spec: dict) -> Path:
+    """A job's JSON file (it holds logins and keys: readable by its owner only)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch(mode=0o600)
-    path.write_text(json.dumps(job_spec(settings, topic, table, checkpoint_seconds, parallelism), indent=2))
+    path.write_text(json.dumps(spec, indent=2))
     return path
+
+
+def write_job(settings: Settings, topic: str, table: str, checkpoint_seconds: float, parallelism: int) -> Path:
+    """The click job's JSON file."""
+    return write_spec(settings.run_dir / "peers" / f"{table.replace('.', '_')}-flink.json",
+                      job_spec(settings, topic, table, checkpoint_seconds, parallelism))
 
 
 def environment(tools_dir: Path) -> dict[str, str]:

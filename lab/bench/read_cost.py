@@ -1,0 +1,110 @@
+"""What a reader pays to read a CDC benchmark's member table: a point query and a full count, per reader.
+
+The same table costs each reader differently: DuckDB and Trino apply position and equality
+deletes as they scan, PyIceberg applies position deletes and refuses equality deletes. A run
+reads the table through each at its end, and through DuckDB while it changes (whether the cost
+levels off).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lab.bench.freshness import quantiles
+from lakehouse.catalog import pyiceberg_catalog
+from lakehouse.settings import Settings
+from loadgen.dimensions import member_key
+from pipeline.cdc.live_rows import live_files
+from queries.duckdb_engine import DuckDBEngine
+
+
+@dataclass(frozen=True)
+class ReadCost:
+    """p95 seconds of a point query and of a full count, and the delete files readers merge, at one moment."""
+
+    point_p95_s: float
+    count_p95_s: float
+    delete_files: int
+    deleted_rows: int = 0
+
+
+def read_cost(s: Settings, members: int, repeat: int = 10) -> ReadCost | None:
+    """A point query on a random key and a full count through DuckDB, ``repeat`` times each (a warm engine);
+    None when DuckDB cannot read the table (``reader_costs`` at the end says why)."""
+    engine, rng, table = DuckDBEngine(s), random.Random(3), s.catalog.members_table
+    point, count = [], []
+    try:
+        engine.run(f"SELECT count(*) FROM {table}")  # the connection and the metadata read: not the read cost
+        for _ in range(repeat):
+            began = time.perf_counter()
+            engine.run(f"SELECT * FROM {table} WHERE userid = '{member_key(rng.randrange(members))}'")
+            point.append(time.perf_counter() - began)
+            began = time.perf_counter()
+            engine.run(f"SELECT count(*) FROM {table}")
+            count.append(time.perf_counter() - began)
+    except Exception:  # noqa: BLE001 - a table DuckDB cannot read (equality deletes): reported at the end
+        return None
+    files = [e.data_file for e in live_files(pyiceberg_catalog(s).load_table(table))]
+    deletes = [f for f in files if f.content != 0]
+    return ReadCost(quantiles(point, (95,))[0], quantiles(count, (95,))[0], len(deletes),
+                    sum(f.record_count for f in deletes))
+
+
+#: the readers whose cost on the table a run reports at its end: each reads it its own way (``reader_costs``)
+READERS = ("duckdb", "trino", "pyiceberg")
+
+
+def _timed(call: Callable[[], object], repeat: int) -> float:
+    """p95 seconds of ``call`` over ``repeat`` calls, after one unmeasured call (connections, metadata)."""
+    call()
+    seconds = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        call()
+        seconds.append(time.perf_counter() - began)
+    return quantiles(seconds, (95,))[0]
+
+
+def _reader(name: str, s: Settings) -> tuple[Callable[[str], object], Callable[[], object], Callable[[], None]]:
+    """(a point query of a key, a full count, close) on reader ``name``: an engine of ``queries``, or PyIceberg's scan."""
+    table = s.catalog.members_table
+    if name == "pyiceberg":
+        # deferred: PyIceberg's expressions, only for this reader
+        from pyiceberg.expressions import EqualTo
+
+        loaded = pyiceberg_catalog(s).load_table(table)
+        return (lambda key: loaded.scan(row_filter=EqualTo("userid", key)).to_arrow(), lambda: loaded.scan().count(),
+                lambda: None)
+    # deferred: each engine's client loads only here, at the end of a run
+    from queries.engines import open_engine
+
+    if name == "trino":
+        # deferred: the stack's Trino, started if stopped
+        from deploy.local.stack import LocalStack
+
+        LocalStack(s).ensure("trino")
+    engine = open_engine(name, s)
+    return (lambda key: engine.run(f"SELECT * FROM {table} WHERE userid = '{key}'"),
+            lambda: engine.run(f"SELECT count(*) FROM {table}"), getattr(engine, "close", lambda: None))
+
+
+def reader_costs(s: Settings, members: int, repeat: int = 5) -> dict[str, ReadCost | str]:
+    """What each of ``READERS`` pays to read the member table now: point query p95, full count p95 (seconds),
+    or why it cannot read the table at all (PyIceberg does not apply equality deletes: it raises)."""
+    rng, out = random.Random(3), {}
+    files = [e.data_file for e in live_files(pyiceberg_catalog(s).load_table(s.catalog.members_table))]
+    deletes = [f for f in files if f.content != 0]
+    for name in READERS:
+        try:
+            point, count, close = _reader(name, s)
+            try:
+                out[name] = ReadCost(_timed(lambda query=point: query(member_key(rng.randrange(members))), repeat),
+                                     _timed(count, repeat), len(deletes), sum(f.record_count for f in deletes))
+            finally:
+                close()
+        except Exception as exc:  # noqa: BLE001 - a reader that cannot read the table is a finding to report
+            out[name] = f"cannot read it: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"
+    return out
