@@ -8,6 +8,7 @@ The Flink peer reports nothing there: how far it applied is its consumer group's
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -99,8 +100,12 @@ class CdcProcesses:
                                    f"{self.logs / f'bench-cdc-scale-{name}-{self.tag}.log'}")
 
     def crash(self, name: str, when: str) -> None:
-        """kill -9 one of them, then start it again (as a supervisor would)."""
-        self.running[name].kill()
+        """kill -9 one of them, then start it again (as a supervisor would).
+
+        The whole process group at once (each was started in a session of its own): a JVM the
+        process started (Spark's, Flink's) dies with it, as in a container killed, instead of
+        noticing its parent gone and shutting down in order."""
+        os.killpg(self.running[name].pid, signal.SIGKILL)
         self.running[name].wait()
         self.running[name] = self._start(name)
         self.kills.append(f"{name} {when}")

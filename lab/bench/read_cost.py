@@ -53,15 +53,24 @@ def read_cost(s: Settings, members: int, repeat: int = 10) -> ReadCost | None:
                     sum(f.record_count for f in deletes))
 
 
+#: seconds a reader's repeated query may take in all before the run stops repeating it
+READER_BUDGET_S = 30.0
 #: the readers whose cost on the table a run reports at its end: each reads it its own way (``reader_costs``)
 READERS = ("duckdb", "trino", "pyiceberg")
 
 
-def _timed(call: Callable[[], object], repeat: int) -> float:
-    """p95 seconds of ``call`` over ``repeat`` calls, after one unmeasured call (connections, metadata)."""
+def _timed(call: Callable[[], object], repeat: int, budget_s: float = READER_BUDGET_S) -> float:
+    """p95 seconds of ``call`` over up to ``repeat`` calls after a first, unmeasured one (connections, metadata);
+    fewer once ``budget_s`` is spent, and the first alone when it took a third of that (a reader that takes
+    minutes a query is measured once, not ``repeat`` times: its connection is not what it costs)."""
+    began = time.perf_counter()
     call()
-    seconds = []
-    for _ in range(repeat):
+    first = time.perf_counter() - began
+    if first > budget_s / 3:
+        return first
+    seconds: list[float] = []
+    spent = time.perf_counter()
+    while len(seconds) < repeat and (not seconds or time.perf_counter() - spent < budget_s):
         began = time.perf_counter()
         call()
         seconds.append(time.perf_counter() - began)

@@ -128,7 +128,12 @@ def cdc_peers(
     if unknown:
         raise typer.BadParameter(f"each one of {', '.join(CDC_PEERS)}; got {', '.join(unknown)}", param_hint="--systems")
     sizes = [int(float(n)) for n in members.split(",") if n.strip()]
-    results = []
+    out = results_path("bench-cdc-peers")
+    out.mkdir(parents=True, exist_ok=True)
+    saved = out / "bench-cdc-peers.json"
+    command = (f"bench cdc-peers --members {{members}} --rate {rate:g} --duration {duration:g} "
+               f"--flink-checkpoint {flink_checkpoint:g}")
+    results: list = []
     with friendly_errors():
         for size in sizes:
             for name in chosen:
@@ -136,18 +141,14 @@ def cdc_peers(
                 results.append((name, run(settings, size, rate, duration, progress=console.log,
                                           engines=tuple(e for e in engines.split(",") if e), apply=name,
                                           flink_checkpoint_s=flink_checkpoint)))
-    for size in sizes:
-        _peers_table(size, [(name, r) for name, r in results if r.members == size])
-    out = results_path("bench-cdc-peers")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench-cdc-peers.json").write_text(json.dumps([{"system": n, **asdict(r)} for n, r in results], indent=2,
-                                                         default=str))
-    console.print(f"saved {out / 'bench-cdc-peers.json'}")
-    if record:
-        command = (f"bench cdc-peers --members {{members}} --rate {rate:g} --duration {duration:g} "
-                   f"--flink-checkpoint {flink_checkpoint:g}")
-        record_figures([f for size in sizes for f in cdc_peer_figures(
-            [(n, r) for n, r in results if r.members == size], command.format(members=size))])
+                # each run kept as it ends: a long command stopped half-way keeps what it measured
+                saved.write_text(json.dumps([{"system": n, **asdict(r)} for n, r in results], indent=2, default=str))
+                _peers_table(size, results[-1:])
+            _peers_table(size, [(n, r) for n, r in results if r.members == size])
+            if record:
+                record_figures(cdc_peer_figures([(n, r) for n, r in results if r.members == size],
+                                                command.format(members=size)))
+    console.print(f"saved {saved}")
 
 
 def _peers_table(size: int, results: list) -> None:
