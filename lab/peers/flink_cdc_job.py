@@ -13,17 +13,17 @@ newest completed checkpoint, as Flink's own recovery would: the sink then commit
 checkpoint wrote if the kill came before its commit, and the source goes on from its offsets.
 
 This file runs in the Flink peer's own virtual environment (``flink_setup``): it imports nothing
-but PyFlink and the standard library, and every setting arrives in the JSON file named by its one
-argument (``lab.peers.cdc_flink`` writes it). It runs until SIGTERM.
+but PyFlink, the standard library and ``flink_runtime``, and every setting arrives in the JSON file
+named by its one argument (``lab.peers.cdc_flink`` writes it). It runs until SIGTERM.
 """
 
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import threading
 from pathlib import Path
+
+from lab.peers.flink_runtime import run_until_stopped, table_environment
 
 
 def _with(options: dict[str, str]) -> str:
@@ -61,17 +61,11 @@ def newest_checkpoint(directory: Path) -> Path | None:
 
 def main(job_file: str) -> None:
     """Submit the job to a local mini-cluster, from the newest checkpoint if any, and run it until SIGTERM."""
-    # deferred: pyflink exists only in the Flink peer's environment (module docstring)
-    from pyflink.table import EnvironmentSettings, TableEnvironment
-
     job = json.loads(Path(job_file).read_text())
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    config = env.get_config()
-    for key, value in job["flink"].items():
-        config.set(key, value)
+    env = table_environment(job)
     restored = newest_checkpoint(Path(job["checkpoints"]))
     if restored is not None:
-        config.set("execution.savepoint.path", restored.as_uri())
+        env.get_config().set("execution.savepoint.path", restored.as_uri())
         print(f"restoring from {restored}", flush=True)
     ddl, inserts = statements(job)
     for statement in ddl:
@@ -79,14 +73,7 @@ def main(job_file: str) -> None:
     statement_set = env.create_statement_set()
     for insert in inserts:
         statement_set.add_insert_sql(insert)
-    client = statement_set.execute().get_job_client()  # submitted; runs in this process's mini-cluster
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    while not stop.wait(1.0):
-        status = str(client.get_job_status().result())
-        if status in ("FAILED", "CANCELED", "FINISHED"):
-            raise SystemExit(f"the Flink job stopped: {status}")
-    client.cancel().result()
+    run_until_stopped(statement_set.execute().get_job_client())  # runs in this process's mini-cluster
 
 
 if __name__ == "__main__":

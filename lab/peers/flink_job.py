@@ -16,17 +16,18 @@ make it do this project's job, and both say so here:
   seed's ``write.upsert.enable`` is a misspelling Iceberg ignores).
 
 This file runs in the Flink peer's own virtual environment (PyFlink pins versions of numpy,
-pandas and pyarrow the project cannot share), so it imports nothing but PyFlink and the
-standard library: every setting arrives in the JSON file named by its one argument, written
-by ``lab.bench.peers``. It runs until SIGTERM.
+pandas and pyarrow the project cannot share), so it imports nothing but PyFlink, the standard
+library and ``flink_runtime``: every setting arrives in the JSON file named by its one argument,
+written by ``lab.bench.peers``. It runs until SIGTERM.
 """
 
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import threading
+from pathlib import Path
+
+from lab.peers.flink_runtime import run_until_stopped, table_environment
 
 
 def _with(options: dict[str, str]) -> str:
@@ -92,26 +93,12 @@ def statements(job: dict) -> list[str]:
 
 def main(job_file: str) -> None:
     """Submit the job to a local mini-cluster and keep it running until SIGTERM."""
-    # deferred: pyflink exists only in the Flink peer's environment (module docstring)
-    from pyflink.table import EnvironmentSettings, TableEnvironment
-
-    job = json.loads(open(job_file).read())
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    config = env.get_config()
-    for key, value in job["flink"].items():
-        config.set(key, value)
+    job = json.loads(Path(job_file).read_text())
+    env = table_environment(job)
     *ddl, insert = statements(job)
     for statement in ddl:
         env.execute_sql(statement)
-    result = env.execute_sql(insert)  # submitted; runs in this process's mini-cluster
-    client = result.get_job_client()
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    while not stop.wait(1.0):
-        status = str(client.get_job_status().result())
-        if status in ("FAILED", "CANCELED", "FINISHED"):
-            raise SystemExit(f"the Flink job stopped: {status}")
-    client.cancel().result()
+    run_until_stopped(env.execute_sql(insert).get_job_client())  # runs in this process's mini-cluster
 
 
 if __name__ == "__main__":
