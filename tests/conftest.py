@@ -61,12 +61,16 @@ def spark(settings):
     session.stop()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that reaches the stack through its fixtures is a stack test, marked or not (`make test-unit`
-    selects by the mark)."""
+    selects by the mark). The Kubernetes node's tests run only when asked for by their mark (`make test-node`):
+    they build the node (a quarter of an hour the first time) and are too long for `make test`."""
+    asked_for_node = "node" in (config.getoption("markexpr") or "")
     for item in items:
         if "stack" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.stack)
+        if item.get_closest_marker("node") and not asked_for_node:
+            item.add_marker(pytest.mark.skip(reason="a Kubernetes node test: run `make test-node`"))
 
 
 @pytest.fixture(scope="session")
