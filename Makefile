@@ -171,13 +171,17 @@ down: ## Delete the kind cluster (and everything in it)
 	@command -v kind >/dev/null || { echo "error: kind not found (https://kind.sigs.k8s.io)"; exit 1; }
 	@kind delete cluster --name $(KIND_CLUSTER)
 
-up-node: install ## A one-node Kubernetes cluster on this machine, in namespaces of its own (root; first run builds it, ~10 min)
-	@$(BIN)/python -m deploy.node up
+NODE_DEBS := containerd runc containernetworking-plugins iptables conntrack docker.io debootstrap curl
+node-debs:
+	@bash deploy/install_debs.sh $(NODE_DEBS)
+
+up-node: install node-debs ## make up on a one-node Kubernetes cluster of this machine, in namespaces of its own (root; the first run builds it)
+	@TARGET=node bash deploy/k8s/up.sh node $(NS) $(IMAGE_NAME) $(STRIMZI_VERSION) $(SPARK_OPERATOR_VERSION)
 
 down-node: ## Stop every process of the one-node cluster and remove its namespaces (data kept)
 	@$(BIN)/python -m deploy.node down
 
-test-node: install ## The one-node cluster's own tests (root): a restricted pod, DNS, Services, the host's network untouched
+test-node: install node-debs ## The one-node cluster's own tests (root): a restricted pod, DNS, Services, the host's network untouched
 	@$(BIN)/pytest -m node tests/deploy/node $(PYTEST_ARGS)
 
 status: ## Pods, Spark applications and Kafka topics in the cluster

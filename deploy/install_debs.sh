@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Install the Debian packages the local stack runs, only those that are missing.
-# The servers are started by `lakehouse stack up` as our own processes, never as
-# system services.
+# Install Debian packages, only those that are missing: the local stack's by default, or the ones
+# named as arguments (`make up-node` names the node's: containerd, runc, the CNI plugins, ...).
+# The servers are started as our own processes (`lakehouse stack up`, `python -m deploy.node up`),
+# never as system services.
 set -euo pipefail
 wanted=(mariadb-server prometheus postgresql openjdk-17-jre-headless openjdk-17-jdk-headless maven gcc libc6-dev)
+if [ $# -gt 0 ]; then wanted=("$@"); fi
 missing=()
 for pkg in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -6,10 +6,14 @@
 # puts it on Apache Spark 4.1.4's image, the base of deploy/Dockerfile too: the submitter and
 # the jobs are one Spark.
 # `make up` builds it and loads it into kind (deploy/k8s/up.sh).
+# The base images are build arguments: the one-node cluster (`make up-node`) builds this file on stand-ins
+# (the operator's binary built from its Go module, Spark from PyPI; deploy/node/images.py).
 ARG OPERATOR_VERSION=2.5.2
-FROM ghcr.io/kubeflow/spark-operator/controller:${OPERATOR_VERSION} AS operator
+ARG OPERATOR_IMAGE=ghcr.io/kubeflow/spark-operator/controller:${OPERATOR_VERSION}
+ARG SPARK_IMAGE=spark:4.1.4-scala2.13-java17-python3-ubuntu
+FROM ${OPERATOR_IMAGE} AS operator
 
-FROM spark:4.1.4-scala2.13-java17-python3-ubuntu
+FROM ${SPARK_IMAGE}
 USER root
 # tini reaps the spark-submit processes the controller starts; the webhook writes its
 # serving certificate into a directory its user owns.

@@ -3,15 +3,32 @@
 # Usage: up.sh CLUSTER NAMESPACE IMAGE_NAME STRIMZI_VERSION SPARK_OPERATOR_VERSION
 # DRY_RUN=1 prints every command that changes the cluster or the image, in order, and runs none
 # (`make up DRY_RUN=1`; tests/deploy/k8s/test_up_order.py reads that order).
+# TARGET=node runs the same steps on the one-node cluster of this machine (`make up-node`, deploy/node),
+# where no registry is reachable; only these differ, each a function or a flag below: creating the
+# cluster, loading images, the Dockerfiles' base images, Strimzi (a Kafka stand-in and its own wait)
+# and spark-operator's chart (the one inside its Go module, same version).
 set -euo pipefail
 cluster=$1 ns=$2 image_name=$3 strimzi=$4 spark_operator=$5
+target=${TARGET:-kind}
 cd "$(dirname "$0")/../.."
+node() { .venv/bin/python -m deploy.node "$@"; }
+if [ "$target" = node ] && [ -z "${LAKEHOUSE_NODE_INSIDE:-}" ]; then
+  # Everything after this runs inside the node's namespaces, where its API server's address is.
+  printf '\n==> %s\n' "one-node cluster '$cluster' (deploy/node)"
+  if [ "${DRY_RUN:-}" = 1 ]; then
+    printf '+ %s\n' ".venv/bin/python -m deploy.node up" ".venv/bin/python -m deploy.node exec -- (the steps below)" >&2
+  else
+    node up
+    exec .venv/bin/python -m deploy.node exec -- env LAKEHOUSE_NODE_INSIDE=1 bash "$0" "$@"
+  fi
+fi
 # The image is tagged by its content (every file the Dockerfile copies): after a change, a new tag
 # makes kind hold the new image and every workload roll; the same tree gives the same tag. Python computes
 # it (deploy/k8s/image_tag.py): stock macOS has no sha256sum.
 tag=$(.venv/bin/python -m deploy.k8s.image_tag)
 image="$image_name:$tag"
-kubectl=(kubectl --context "kind-$cluster")
+if [ "$target" = node ]; then context=$(node name); else context="kind-$cluster"; fi
+kubectl=(kubectl --context "$context")
 step() { printf '\n==> %s\n' "$*"; }
 # `kind load docker-image` fails for some images under Docker's containerd image store (Docker 29's default;
 # kind issues 3795 and 4247): an archive saved by Docker loads the same way with either store.
@@ -22,11 +39,16 @@ load_into_kind() {
   run rm -f "$archive"
 }
 run() { if [ "${DRY_RUN:-}" = 1 ]; then printf '+ %s\n' "$*" >&2; else "$@"; fi; }
+load_image() { if [ "$target" = node ]; then run node load "$1"; else load_into_kind "$1"; fi; }
+# The flags that put a Dockerfile on the node's stand-in bases (none on kind: the official images).
+base_image_flags() { if [ "$target" = node ] && [ "${DRY_RUN:-}" != 1 ]; then node build-args "$1"; fi; }
 
 step "checking tools"
 if [ "${DRY_RUN:-}" != 1 ]; then
 missing=()
-for tool in docker kind kubectl helm; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+tools=(docker kind kubectl helm)
+[ "$target" = node ] && tools=(docker kubectl helm)
+for tool in "${tools[@]}"; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "error: missing ${missing[*]}. Install: docker (https://docs.docker.com/engine/install/)," \
        "kind (https://kind.sigs.k8s.io/docs/user/quick-start/#installation)," \
@@ -36,9 +58,11 @@ fi
 docker info >/dev/null 2>&1 || { echo "error: docker is installed but its daemon does not answer (is it running?)" >&2; exit 1; }
 fi
 
+if [ "$target" = kind ]; then
 step "kind cluster '$cluster'"
 if [ "${DRY_RUN:-}" != 1 ] && kind get clusters 2>/dev/null | grep -qx "$cluster"; then echo "exists"; else
   run kind create cluster --config k8s/kind-cluster.yaml --name "$cluster" --wait 120s; fi
+fi
 
 step "generated manifests up to date"
 .venv/bin/python -m deploy.k8s.generate --check || {
@@ -50,22 +74,32 @@ step "namespace $ns (restricted Pod Security) before the operators that watch it
 run "${kubectl[@]}" apply -f k8s/base/namespace.yaml
 
 step "operators: Strimzi $strimzi, spark-operator $spark_operator (helm, pinned)"
+if [ "$target" = kind ]; then
 # Strimzi's default pod security provider leaves the pods it creates (brokers, entity operator) without
 # the security context a restricted namespace demands; its restricted provider sets them.
 run helm upgrade --install strimzi oci://quay.io/strimzi-helm/strimzi-kafka-operator --version "$strimzi" \
-  --kube-context "kind-$cluster" --namespace strimzi --create-namespace \
+  --kube-context "$context" --namespace strimzi --create-namespace \
   --set "watchNamespaces={$ns}" \
   --set "extraEnvs[0].name=STRIMZI_POD_SECURITY_PROVIDER_CLASS" --set "extraEnvs[0].value=restricted" \
   --set resources.requests.cpu=100m --set resources.requests.memory=384Mi --wait
+else
+  echo "Strimzi's operator is in no registry reachable here: the node overlay runs a Kafka stand-in"
+fi
 # The operator submits with the spark-submit of its image: this one is built on Spark 4.1.4, as the jobs are.
 operator_image="lakehouse-spark-operator:$spark_operator-$(.venv/bin/python -m deploy.k8s.image_tag --dockerfile deploy/k8s/spark-operator.Dockerfile)"
-run docker build -f deploy/k8s/spark-operator.Dockerfile --build-arg "OPERATOR_VERSION=$spark_operator" \
+mapfile -t operator_flags < <(base_image_flags operator)
+run docker build "${operator_flags[@]}" -f deploy/k8s/spark-operator.Dockerfile --build-arg "OPERATOR_VERSION=$spark_operator" \
   -t "$operator_image" deploy/k8s
-load_into_kind "$operator_image"
-run helm repo add spark-operator https://kubeflow.github.io/spark-operator >/dev/null 2>&1 || true
-run helm repo update spark-operator >/dev/null
-run helm upgrade --install spark-operator spark-operator/spark-operator --version "$spark_operator" \
-  --kube-context "kind-$cluster" --namespace spark-operator --create-namespace \
+load_image "$operator_image"
+if [ "$target" = node ]; then
+  chart=$(run node chart)
+else
+  chart=spark-operator/spark-operator
+  run helm repo add spark-operator https://kubeflow.github.io/spark-operator >/dev/null 2>&1 || true
+  run helm repo update spark-operator >/dev/null
+fi
+run helm upgrade --install spark-operator "${chart:-spark-operator/spark-operator}" --version "$spark_operator" \
+  --kube-context "$context" --namespace spark-operator --create-namespace \
   --set "spark.jobNamespaces={$ns}" --set webhook.enable=true \
   --set image.registry=docker.io --set "image.repository=library/${operator_image%%:*}" \
   --set "image.tag=${operator_image#*:}" --set image.pullPolicy=IfNotPresent \
@@ -73,22 +107,26 @@ run helm upgrade --install spark-operator spark-operator/spark-operator --versio
   --set webhook.resources.requests.cpu=50m --set webhook.resources.requests.memory=64Mi --wait
 
 step "image $image (built from deploy/Dockerfile, loaded into kind)"
-run docker build -f deploy/Dockerfile -t "$image" .
-load_into_kind "$image"
+mapfile -t image_flags < <(base_image_flags lakehouse)
+run docker build "${image_flags[@]}" -f deploy/Dockerfile -t "$image" .
+load_image "$image"
 
 step "credentials (k8s/overlays/kind/credentials.env, 0600, never committed)"
 run .venv/bin/python -m deploy.k8s.secrets
 
-step "namespace and storage (the kind overlay with image $image)"
+step "namespace and storage (the $target overlay with image $image)"
 # A kustomization of its own names the content tag, so the committed overlay never changes with it.
 # The API server is no pod: its egress policy names its endpoints' addresses, read from this cluster.
 api_server=$(run "${kubectl[@]}" get endpointslices -n default -l kubernetes.io/service-name=kubernetes \
   -o 'jsonpath={.items[*].endpoints[*].addresses[*]}')
 overlay=.run/k8s-up
 mkdir -p "$overlay"
+standins=""
+if [ "$target" = node ] && [ "${DRY_RUN:-}" != 1 ]; then standins=$(node standins); fi
 {
-  printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../k8s/overlays/kind]\n'
-  printf 'images: [{name: %s, newName: %s, newTag: "%s"}]\n' "$image_name" "$image_name" "$tag"
+  printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../k8s/overlays/%s]\n' "$target"
+  printf 'images:\n  - {name: %s, newName: %s, newTag: "%s"}\n' "$image_name" "$image_name" "$tag"
+  [ -n "$standins" ] && printf '%s\n' "$standins"
   if [ -n "${api_server:-}" ]; then
     printf 'patches:\n  - target: {kind: NetworkPolicy, name: allow-api-server-egress}\n    patch: |-\n'
     printf '      - {op: replace, path: /spec/egress/0/to, value: [%s]}\n' \
@@ -97,7 +135,13 @@ mkdir -p "$overlay"
 } > "$overlay/kustomization.yaml"
 # A Job's pod template cannot change once created: the bucket Job of an earlier image goes first (it is idempotent).
 run "${kubectl[@]}" -n "$ns" delete job create-bucket --ignore-not-found
-run "${kubectl[@]}" apply --server-side -k "$overlay" --force-conflicts >/dev/null
+if [ "$target" = node ]; then
+  # The same manifests, their CPU requests scaled to the node's two cores (deploy/node/sizing.py).
+  run "${kubectl[@]}" kustomize "$overlay" | run .venv/bin/python -m deploy.node.sizing \
+    | run "${kubectl[@]}" apply --server-side -f - --force-conflicts >/dev/null
+else
+  run "${kubectl[@]}" apply --server-side -k "$overlay" --force-conflicts >/dev/null
+fi
 wait_for() { # kind selector-or-name timeout
   echo "waiting for $1 $2"; run "${kubectl[@]}" -n "$ns" wait --for=condition="$4" "$1" $2 --timeout="$3"; }
 run "${kubectl[@]}" -n "$ns" rollout status statefulset/minio --timeout=300s
@@ -105,16 +149,23 @@ run "${kubectl[@]}" -n "$ns" rollout status statefulset/postgres --timeout=300s
 run "${kubectl[@]}" -n "$ns" rollout status statefulset/mysql --timeout=300s
 wait_for job create-bucket 300s complete
 
-step "Kafka (Strimzi) and topics"
-wait_for kafka lakehouse 600s Ready
-run "${kubectl[@]}" -n "$ns" wait --for=condition=Ready kafkatopic --all --timeout=300s
+step "Kafka and topics"
+if [ "$target" = node ]; then
+  run "${kubectl[@]}" -n "$ns" rollout status statefulset/lakehouse-kafka --timeout=300s
+  wait_for job kafka-topics 300s complete
+else
+  wait_for kafka lakehouse 600s Ready
+  run "${kubectl[@]}" -n "$ns" wait --for=condition=Ready kafkatopic --all --timeout=300s
+fi
 
 step "catalog and query engine"
 for d in hive-metastore trino-coordinator; do
   run "${kubectl[@]}" -n "$ns" rollout status "deployment/$d" --timeout=600s; done
 
 step "pipeline, CDC, observability, load generator"
-for d in cdc-capture freshness-probe prometheus grafana locust-master locust-worker; do
+dashboards=grafana
+[ "$target" = node ] && dashboards=""  # no Grafana server in any registry reachable here
+for d in cdc-capture freshness-probe prometheus $dashboards locust-master locust-worker; do
   run "${kubectl[@]}" -n "$ns" rollout status "deployment/$d" --timeout=600s; done
 for app in pipeline; do
   echo "waiting for SparkApplication $app to run"
@@ -125,7 +176,7 @@ done
 step "end to end: a bounded load through Locust, then Trino must count every event"
 # deploy/k8s/end_to_end.py: every wait bounded, a failed count retried and then a failure, the delivered figure
 # from the click topic's end offsets, the Trino CLI at a small heap beside the coordinator.
-run .venv/bin/python -m deploy.k8s.end_to_end --context "kind-$cluster" --namespace "$ns" --rate 200 --duration 30s
+run .venv/bin/python -m deploy.k8s.end_to_end --context "$context" --namespace "$ns" --rate 200 --duration 30s
 
 cat <<MSG
 

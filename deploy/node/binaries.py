@@ -35,6 +35,8 @@ class GoBuild:
     module: str
     packages: tuple[str, ...]
     ldflags: str = "-s -w"
+    renamed: tuple[tuple[str, str], ...] = ()
+    """(built, wanted) names, for a command whose folder name is not the binary's usual name."""
 
     @property
     def folder(self) -> Path:
@@ -43,7 +45,9 @@ class GoBuild:
     @property
     def outputs(self) -> list[str]:
         """The binary names: the last element of each package path (of the module's path for ``.``)."""
-        return [self.module if package == "." else package.rsplit("/", 1)[-1] for package in self.packages]
+        names = dict(self.renamed)
+        built = [self.module if package == "." else package.rsplit("/", 1)[-1] for package in self.packages]
+        return [names.get(name, name) for name in built]
 
     def stamp(self) -> str:
         digest = hashlib.sha256(self.ldflags.encode())
@@ -76,6 +80,9 @@ BUILDS = (
     ),
     GoBuild("etcd", (".",)),
     GoBuild("coredns", (".",)),
+    GoBuild("helm", ("helm.sh/helm/v3/cmd/helm",)),
+    GoBuild("spark-operator", ("github.com/kubeflow/spark-operator/v2/cmd/operator",), renamed=(("operator", "spark-operator"),)),
+    GoBuild("prometheus", ("github.com/prometheus/prometheus/cmd/prometheus",)),
 )
 
 
@@ -120,5 +127,24 @@ def ensure_built(settings: NodeSettings, say=print) -> None:
                 + "\n  ".join(tail)
                 + "\nA refused or unreachable module is named there: check GOPROXY (the Go module proxy) and retry."
             )
+        for built, wanted in build.renamed:
+            (settings.bin_dir / built).replace(settings.bin_dir / wanted)
         (settings.bin_dir / f".{build.module}.stamp").write_text(build.stamp())
         say(f"  built {build.module} in {time.monotonic() - started:.0f} s")
+
+
+def module_folder(module: str, inside: str = "") -> Path:
+    """Where the go command unpacked the upstream module a wrapper requires (its chart, say)."""
+    listed = subprocess.run(
+        ["go", "list", "-m", "-f", "{{.Dir}}", _required(module)], cwd=GO_DIR / module, capture_output=True, text=True
+    )
+    if listed.returncode != 0 or not listed.stdout.strip():
+        raise BuildError(f"the {module} module is not downloaded: {listed.stderr.strip()} (run `make up-node`)")
+    return Path(listed.stdout.strip()) / inside
+
+
+def _required(module: str) -> str:
+    for line in (GO_DIR / module / "go.mod").read_text().splitlines():
+        if line.startswith("require "):
+            return line.split()[1]
+    raise BuildError(f"{GO_DIR / module / 'go.mod'} requires nothing")

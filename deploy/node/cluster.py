@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 
 from deploy.local import processes
-from deploy.node import binaries, configs, namespaces, pki
+from deploy.node import binaries, configs, images, namespaces, pki
 from deploy.node.settings import NodeSettings
 from lakehouse.errors import LakehouseError
 
@@ -200,6 +200,11 @@ def up(settings: NodeSettings, say: Callable[[str], None] = print) -> float:
     waited = kubectl(settings, "wait", "--for=condition=Ready", f"node/{settings.name}", "--timeout=120s", timeout=130)
     if waited.returncode != 0:
         raise NodeError(_failure(settings, "kubelet", f"did not make the node Ready: {waited.stderr.strip()}"))
+    applied = kubectl(settings, "apply", "-f", _config(settings, "storage.yaml"))
+    if applied.returncode != 0:
+        raise NodeError(f"creating the node's volumes failed: {applied.stderr.strip()}")
+    images.start_docker(settings, say)
+    images.load(settings, images.pause_image(settings), say)
     return time.monotonic() - started
 
 
@@ -250,6 +255,7 @@ def down(settings: NodeSettings, say: Callable[[str], None] = print) -> None:
         shim.kill()
     for name in ("kube-apiserver", "etcd"):
         _stop(settings, name, say)
+    images.stop_docker(settings)
     _remove_pod_cgroups()
     namespaces.remove(settings)
     # The pods are gone, so are their addresses.

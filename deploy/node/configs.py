@@ -177,6 +177,51 @@ COREDNS_RBAC = [
 ]
 
 
+STORAGE_CLASS = "standard"  # kind's default class, which the manifests' claims get without naming one
+VOLUMES = 8
+
+
+def storage(settings: NodeSettings) -> list[dict]:
+    """The default StorageClass and the volumes the claims bind to: folders of the node, open to any pod user.
+
+    The node has no provisioner: ``VOLUMES`` volumes wait for claims (each StatefulSet's one), bound
+    when a pod first uses one, and kept with their data when a claim goes (``Retain``).
+    """
+    docs: list[dict] = [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {
+                "name": STORAGE_CLASS,
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+            },
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "reclaimPolicy": "Retain",
+        }
+    ]
+    for index in range(VOLUMES):
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": f"node-volume-{index}"},
+                "spec": {
+                    "capacity": {"storage": "50Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": STORAGE_CLASS,
+                    "hostPath": {"path": str(volume_dir(settings, index)), "type": "Directory"},
+                },
+            }
+        )
+    return docs
+
+
+def volume_dir(settings: NodeSettings, index: int) -> Path:
+    return settings.run_dir / "volumes" / f"volume-{index}"
+
+
 def write_all(settings: NodeSettings) -> Path:
     """Render every file (overwriting: they follow the settings); returns the folder."""
     folder = config_dir(settings)
@@ -189,4 +234,9 @@ def write_all(settings: NodeSettings) -> Path:
     # Pods with dnsPolicy Default get the node's resolver: the node has no other than CoreDNS.
     (folder / "resolv.conf").write_text(f"nameserver {settings.dns_ip}\n")
     (folder / "coredns-rbac.yaml").write_text(yaml.safe_dump_all(COREDNS_RBAC))
+    (folder / "storage.yaml").write_text(yaml.safe_dump_all(storage(settings)))
+    for index in range(VOLUMES):
+        volume = volume_dir(settings, index)
+        volume.mkdir(parents=True, exist_ok=True)
+        volume.chmod(0o777)  # pods run as their own users (999, 1001, 10001): fsGroup does not reach host folders
     return folder

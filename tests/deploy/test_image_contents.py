@@ -61,5 +61,7 @@ def test_both_images_stand_on_the_official_spark_tag_of_the_locked_pyspark():
     pyspark = re.search(r"^pyspark==(\S+)", (REPO_ROOT / "requirements.lock").read_text(), re.M).group(1)
     expected = f"spark:{pyspark}-scala2.13-java17-python3-ubuntu"
     for dockerfile in ("deploy/Dockerfile", "deploy/k8s/spark-operator.Dockerfile"):
-        bases = re.findall(r"^FROM\s+(spark:\S+)", (REPO_ROOT / dockerfile).read_text(), re.M)
+        text = (REPO_ROOT / dockerfile).read_text()
+        bases = re.findall(r"^ARG SPARK_IMAGE=(\S+)", text, re.M)
         assert bases == [expected], f"{dockerfile} stands on {bases}, pyspark is {pyspark}"
+        assert re.findall(r"^FROM\s+(\S+)\s*$", text, re.M)[-1] == "${SPARK_IMAGE}", "the run stage is Spark's image"

@@ -193,7 +193,7 @@ def test_the_spark_operator_submits_with_the_spark_the_jobs_run(steps):
 
     dockerfile = (REPO_ROOT / "deploy/k8s/spark-operator.Dockerfile").read_text()
     project = (REPO_ROOT / "deploy/Dockerfile").read_text()
-    bases = [re.search(r"^FROM (spark:\S+)", text, re.M).group(1) for text in (dockerfile, project)]
+    bases = [re.search(r"^ARG SPARK_IMAGE=(spark:\S+)", text, re.M).group(1) for text in (dockerfile, project)]
     assert bases[0] == bases[1] and bases[0].startswith(f"spark:{pyspark.__version__}-"), bases
     build = steps[_first(steps, "docker build -f deploy/k8s/spark-operator.Dockerfile")]
     image = build.split(" -t ")[1].split()[0]
