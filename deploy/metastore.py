@@ -43,6 +43,10 @@ def site_properties(settings: Settings, password: str, scratch_uri: str) -> dict
         "fs.s3.impl": "org.apache.hadoop.fs.viewfs.ViewFileSystemOverloadScheme",
         "fs.viewfs.overload.scheme.target.file.impl": "org.apache.hadoop.fs.LocalFileSystem",
         f"fs.viewfs.mounttable.{s3.warehouse_bucket}.linkFallback": scratch_uri,
+        # A new database or table folder would take its parent's permissions, and the mapping's root
+        # reports the read-only 555 of a mount point: a metastore that is not root (the cluster's, uid
+        # 10001) could then create no folder below the first one. The umask decides instead.
+        "hive.warehouse.subdir.inherit.perms": "false",
         "hive.metastore.event.db.notification.api.auth": "false",
     }
 

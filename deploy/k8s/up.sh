@@ -19,6 +19,8 @@ if [ "$target" = node ] && [ -z "${LAKEHOUSE_NODE_INSIDE:-}" ]; then
     printf '+ %s\n' ".venv/bin/python -m deploy.node up" ".venv/bin/python -m deploy.node exec -- (the steps below)" >&2
   else
     node up
+    # Built here, on the host's network (debootstrap reaches Debian's mirror; inside the node nothing does).
+    mkdir -p .run && node standins > .run/node-standins.yaml
     exec .venv/bin/python -m deploy.node exec -- env LAKEHOUSE_NODE_INSIDE=1 bash "$0" "$@"
   fi
 fi
@@ -122,7 +124,7 @@ api_server=$(run "${kubectl[@]}" get endpointslices -n default -l kubernetes.io/
 overlay=.run/k8s-up
 mkdir -p "$overlay"
 standins=""
-if [ "$target" = node ] && [ "${DRY_RUN:-}" != 1 ]; then standins=$(node standins); fi
+if [ "$target" = node ] && [ "${DRY_RUN:-}" != 1 ]; then standins=$(cat .run/node-standins.yaml); fi
 {
   printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../k8s/overlays/%s]\n' "$target"
   printf 'images:\n  - {name: %s, newName: %s, newTag: "%s"}\n' "$image_name" "$image_name" "$tag"
@@ -135,6 +137,7 @@ if [ "$target" = node ] && [ "${DRY_RUN:-}" != 1 ]; then standins=$(node standin
 } > "$overlay/kustomization.yaml"
 # A Job's pod template cannot change once created: the bucket Job of an earlier image goes first (it is idempotent).
 run "${kubectl[@]}" -n "$ns" delete job create-bucket --ignore-not-found
+[ "$target" = node ] && run "${kubectl[@]}" -n "$ns" delete job kafka-topics --ignore-not-found
 if [ "$target" = node ]; then
   # The same manifests, their CPU requests scaled to the node's two cores (deploy/node/sizing.py).
   run "${kubectl[@]}" kustomize "$overlay" | run .venv/bin/python -m deploy.node.sizing \

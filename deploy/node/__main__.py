@@ -44,7 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("standins", help="build and load every stand-in image; print the kustomize images they replace")
     sub.add_parser("chart", help="the folder of spark-operator's Helm chart, from its Go module")
     sub.add_parser("name", help="the node's name, its kubeconfig context's too")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["kubectl"], ["exec"]):  # everything after the command is the command's own
+        args = argparse.Namespace(command=argv[0], args=argv[1:])
+    else:
+        args = parser.parse_args(argv)
     settings = NodeSettings()
     if args.command == "name":
         print(settings.name)

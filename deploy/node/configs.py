@@ -222,19 +222,25 @@ def volume_dir(settings: NodeSettings, index: int) -> Path:
     return settings.run_dir / "volumes" / f"volume-{index}"
 
 
+def _write(path: Path, text: str) -> None:
+    """Only a changed file is written: kube-proxy exits when its configuration file is touched."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
 def write_all(settings: NodeSettings) -> Path:
-    """Render every file (overwriting: they follow the settings); returns the folder."""
+    """Render every file (they follow the settings); returns the folder."""
     folder = config_dir(settings)
     (folder / "cni").mkdir(parents=True, exist_ok=True)
-    (folder / "containerd.toml").write_text(containerd_toml(settings))
-    (folder / "cni" / "10-lakehouse-node.conflist").write_text(json.dumps(cni_conflist(settings), indent=2))
-    (folder / "kubelet.yaml").write_text(yaml.safe_dump(kubelet_config(settings)))
-    (folder / "kube-proxy.yaml").write_text(yaml.safe_dump(kube_proxy_config(settings)))
-    (folder / "Corefile").write_text(corefile(settings))
+    _write(folder / "containerd.toml", containerd_toml(settings))
+    _write(folder / "cni" / "10-lakehouse-node.conflist", json.dumps(cni_conflist(settings), indent=2))
+    _write(folder / "kubelet.yaml", yaml.safe_dump(kubelet_config(settings)))
+    _write(folder / "kube-proxy.yaml", yaml.safe_dump(kube_proxy_config(settings)))
+    _write(folder / "Corefile", corefile(settings))
     # Pods with dnsPolicy Default get the node's resolver: the node has no other than CoreDNS.
-    (folder / "resolv.conf").write_text(f"nameserver {settings.dns_ip}\n")
-    (folder / "coredns-rbac.yaml").write_text(yaml.safe_dump_all(COREDNS_RBAC))
-    (folder / "storage.yaml").write_text(yaml.safe_dump_all(storage(settings)))
+    _write(folder / "resolv.conf", f"nameserver {settings.dns_ip}\n")
+    _write(folder / "coredns-rbac.yaml", yaml.safe_dump_all(COREDNS_RBAC))
+    _write(folder / "storage.yaml", yaml.safe_dump_all(storage(settings)))
     for index in range(VOLUMES):
         volume = volume_dir(settings, index)
         volume.mkdir(parents=True, exist_ok=True)

@@ -48,17 +48,17 @@ def docker(settings: NodeSettings, *args: str, **run) -> subprocess.CompletedPro
 
 def start_docker(settings: NodeSettings, say=print) -> None:
     """The node's Docker engine, unless it runs already."""
-    record = processes.read_record(settings.run_dir, "dockerd")
-    if record is not None and record.process() is not None:
-        return
-    root = settings.run_dir / "docker"
-    root.mkdir(parents=True, exist_ok=True)
     # Commands run through `python -m deploy.node exec` find this client first: a newer one on PATH
     # builds only through buildx, which Debian's engine does not ship.
     link = settings.bin_dir / "docker"
     if not link.is_symlink():
         settings.bin_dir.mkdir(parents=True, exist_ok=True)
         link.symlink_to(DOCKER)
+    record = processes.read_record(settings.run_dir, "dockerd")
+    if record is not None and record.process() is not None:
+        return
+    root = settings.run_dir / "docker"
+    root.mkdir(parents=True, exist_ok=True)
     say("  starting the node's Docker engine (image builds)")
     processes.spawn(
         "dockerd",
@@ -271,22 +271,25 @@ class Standin:
     """Debian packages of its base, beyond minbase."""
     files: tuple[tuple[str, str], ...] = ()
     """(path in the build context, source relative to the project): the pinned downloads it copies."""
+    base: str = ""
+    """The base's name, when it is another image's (the same packages make the same base); else its own."""
 
 
 STANDINS = {
     "postgres": Standin("postgres:16.6", ("postgresql-15",)),
     "mysql": Standin("mysql:8.4.3", ("mariadb-server", "mariadb-client")),
-    "minio": Standin("quay.io/minio/minio", ("ca-certificates",), (("weed", ".tools/bin/weed"),)),
-    "kafka": Standin("Strimzi's Kafka 4.3.1", ("openjdk-17-jre-headless",), (("libs", ".tools/jvm/kafka"),)),
+    "minio": Standin("quay.io/minio/minio", (), (("weed", ".tools/bin/weed"),), base="debian"),
+    "kafka": Standin("Strimzi's Kafka 4.3.1", SPARK_PACKAGES, (("libs", ".tools/jvm/kafka"),), base="spark-base"),
     "trino": Standin(
         "trinodb/trino:476",
         ("python3", "python3-venv", "curl", "ca-certificates"),
         (
             ("trino-server-core-476.tar.gz", ".tools/jvm/trino/trino-server-core-476.tar.gz"),
             ("trino-iceberg-476.zip", ".tools/jvm/trino/trino-iceberg-476.zip"),
+            ("trino", ".tools/jvm/trino/trino-cli-476-executable.jar"),
         ),
     ),  # fmt: skip
-    "prometheus": Standin("prom/prometheus:v2.55.1", (), (("prometheus", ".tools/node/bin/prometheus"),)),
+    "prometheus": Standin("prom/prometheus:v2.55.1", (), (("prometheus", ".tools/node/bin/prometheus"),), base="debian"),
 }
 
 
@@ -294,7 +297,7 @@ def standin_image(settings: NodeSettings, name: str, say=print) -> str:
     """Build the stand-in ``name`` (``standins/<name>.Dockerfile`` and its scripts), tagged by its content."""
     standin = STANDINS[name]
     project = _HERE.parents[1]
-    base = debian_image(settings, f"{name}-base", standin.packages, say)
+    base = debian_image(settings, standin.base or f"{name}-base", standin.packages, say)
     folder = _HERE / "standins"
     own = sorted(p for p in folder.iterdir() if p.name.startswith(f"{name}.") or p.name.startswith(f"{name}-")
                  or (name == "trino" and p.name == "run-trino"))  # fmt: skip

@@ -11,6 +11,7 @@ the host's. Every node process enters both with ``nsenter``.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -38,8 +39,9 @@ def _run(*command: str) -> str:
 
 
 def enter(settings: NodeSettings) -> list[str]:
-    """The prefix that runs a command inside the node's network and mount namespaces."""
-    return ["nsenter", f"--net={settings.netns_path}", f"--mount={settings.mount_ns_path}", "--"]
+    """The prefix that runs a command inside the node's network and mount namespaces, in this directory
+    (entering a mount namespace would otherwise start it at ``/``)."""
+    return ["nsenter", f"--net={settings.netns_path}", f"--mount={settings.mount_ns_path}", f"--wd={os.getcwd()}", "--"]
 
 
 def netns_exists(settings: NodeSettings) -> bool:

@@ -81,3 +81,14 @@ def test_s3_rejects_a_wrong_secret(settings):
     with pytest.raises(ClientError) as err:
         bad.list_objects_v2(Bucket=settings.s3.warehouse_bucket)
     assert err.value.response["Error"]["Code"] in ("SignatureDoesNotMatch", "AccessDenied", "InvalidAccessKeyId")
+
+
+def test_the_metastore_creates_folders_by_its_umask_not_by_the_s3_mappings_read_only_root():
+    """Found by running the cluster: a metastore that is not root (the pod's uid 10001) made the first folder
+    below the mapped ``s3://`` root with the root's 555 and then could create no database or table below it."""
+    from deploy.metastore import site_properties
+    from lakehouse.settings import load_settings
+
+    properties = site_properties(load_settings(), "x", "file:///tmp/warehouse")
+    assert properties["fs.s3.impl"].endswith("ViewFileSystemOverloadScheme")
+    assert properties["hive.warehouse.subdir.inherit.perms"] == "false"

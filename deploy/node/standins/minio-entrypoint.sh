@@ -15,7 +15,9 @@ identity=$dir/seaweedfs/s3.json
 umask 077
 printf '{"identities":[{"name":"root","credentials":[{"accessKey":"%s","secretKey":"%s"}],"actions":["Admin","Read","Write","List","Tagging"]}]}\n' \
   "${MINIO_ROOT_USER:?}" "${MINIO_ROOT_PASSWORD:?}" > "$identity"
-export HOME=$dir
+# The root filesystem is read-only: SeaweedFS's logs and local sockets go under DIR too.
+mkdir -p "$dir/seaweedfs/tmp"
+export HOME=$dir TMPDIR=$dir/seaweedfs/tmp
 exec /usr/local/bin/weed mini -dir="$dir/seaweedfs" -ip="$(hostname -i | cut -d' ' -f1)" -ip.bind=0.0.0.0 \
   -s3.port="$port" -s3.config="$identity" -s3.port.iceberg=0 -s3.port.lance=0 -webdav=false -admin.ui=false \
   -master.telemetry=false

@@ -4,7 +4,8 @@
 set -euo pipefail
 datadir=/var/lib/mysql socket=/var/run/mysqld/mysqld.sock options=/tmp/my.cnf
 {
-  printf '[mysqld]\ndatadir=%s\nsocket=%s\n' "$datadir" "$socket"
+  # MySQL 8's default character set; MariaDB's would be latin1
+  printf '[mysqld]\ndatadir=%s\nsocket=%s\ncharacter-set-server=utf8mb4\ncollation-server=utf8mb4_general_ci\n' "$datadir" "$socket"
   for file in /etc/mysql/conf.d/*.cnf; do
     [ -e "$file" ] || continue
     sed -E 's/^([A-Za-z_][A-Za-z0-9_-]*)([[:space:]]*(=|$))/loose-\1\2/' "$file"

