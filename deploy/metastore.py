@@ -19,11 +19,24 @@ import os
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+import psycopg
+
 from deploy.local.binaries import java_binary, pyspark_jars
 from deploy.maven import profile_dir
-from lakehouse.settings import Settings, load_settings
+from lakehouse.settings import Settings, load_settings, secret
 
 MAIN_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
+LOCK_TABLES_SQL = Path(__file__).resolve().parent / "metastore_locks.sql"
+
+
+def ensure_lock_tables(settings: Settings, connect_timeout: int = 10) -> None:
+    """The transaction tables Iceberg's commit locks need, in the metastore's database (idempotent)."""
+    pg = settings.postgres
+    with psycopg.connect(
+        host=pg.host, port=pg.port, user=pg.user, dbname=pg.metastore_db, autocommit=True,
+        password=secret(pg.password, "postgres.password"), connect_timeout=connect_timeout,
+    ) as conn:  # fmt: skip
+        conn.execute(LOCK_TABLES_SQL.read_text())
 
 
 def site_properties(settings: Settings, password: str, scratch_uri: str) -> dict[str, str]:
@@ -80,7 +93,9 @@ def main() -> None:
     parser.add_argument("--conf-dir", type=Path, required=True, help="Folder holding hive-site.xml.")
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp"), help="Folder for Hive's own log file.")
     args = parser.parse_args()
-    argv = command(load_settings(), java_binary(), args.conf_dir, args.log_dir)
+    settings = load_settings()
+    ensure_lock_tables(settings)  # before the first commit can ask for a lock (an error here restarts the pod)
+    argv = command(settings, java_binary(), args.conf_dir, args.log_dir)
     os.execv(argv[0], argv)
 
 

@@ -24,6 +24,7 @@ batch. The files live in the application's per-executor scratch directory (Spark
 
 from __future__ import annotations
 
+import os
 import pickle
 import shutil
 from dataclasses import dataclass
@@ -52,13 +53,22 @@ class Held:
     buckets: tuple[int, ...]  # the bucket numbers the partition holds
 
 
-def scratch(generation: str, partition: int) -> Path:
-    """Partition ``partition``'s directory on this executor, for the state built as ``generation``; the
-    directories of earlier generations here are removed (their state was dropped)."""
+def _state_root() -> Path:
+    """Where an executor keeps files of its own: the first of Spark's local directories when Spark names them
+    (on Kubernetes an emptyDir volume the pod's user can write; the image's working directory is the
+    image's, not the user's), else the worker's SparkFiles root (local and local-cluster mode)."""
+    if local_dirs := os.environ.get("SPARK_LOCAL_DIRS"):
+        return Path(local_dirs.split(",")[0])
     # deferred: a Python worker's own SparkFiles root (set by Spark when the worker starts)
     from pyspark import SparkFiles
 
-    root = Path(SparkFiles.getRootDirectory()) / "cdc-state"
+    return Path(SparkFiles.getRootDirectory())
+
+
+def scratch(generation: str, partition: int) -> Path:
+    """Partition ``partition``'s directory on this executor, for the state built as ``generation``; the
+    directories of earlier generations here are removed (their state was dropped)."""
+    root = _state_root() / "cdc-state"
     root.mkdir(parents=True, exist_ok=True)
     for old in root.iterdir():
         if not old.name.startswith(f"{generation}-"):

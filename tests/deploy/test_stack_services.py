@@ -92,3 +92,26 @@ def test_the_metastore_creates_folders_by_its_umask_not_by_the_s3_mappings_read_
     properties = site_properties(load_settings(), "x", "file:///tmp/warehouse")
     assert properties["fs.s3.impl"].endswith("ViewFileSystemOverloadScheme")
     assert properties["hive.warehouse.subdir.inherit.perms"] == "false"
+
+
+def test_the_metastore_makes_the_lock_tables_iceberg_commits_need_in_an_empty_database(stack, settings):
+    """Found by running the cluster: its metastore had no lock tables, so every Iceberg commit failed
+    ("Internal error processing lock"). The cluster's metastore now makes them before it starts, as the
+    local stack does, with the one function both call."""
+    from deploy.local.services.postgres import connect
+    from deploy.metastore import ensure_lock_tables
+
+    probe = "lock_tables_probe"
+    with connect(settings) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{probe}"')
+        conn.execute(f'CREATE DATABASE "{probe}"')
+    try:
+        fresh = settings.model_copy(update={"postgres": settings.postgres.model_copy(update={"metastore_db": probe})})
+        ensure_lock_tables(fresh)
+        ensure_lock_tables(fresh)  # idempotent: every start of the metastore runs it
+        with connect(settings, dbname=probe) as conn:
+            tables = {row[0] for row in conn.execute("SELECT table_name FROM information_schema.tables")}
+        assert {"next_lock_id", "hive_locks", "txns"} <= tables, sorted(tables)
+    finally:
+        with connect(settings) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{probe}"')

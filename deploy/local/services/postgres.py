@@ -12,10 +12,9 @@ import psycopg
 from deploy.local.binaries import postgres_bin_dir
 from deploy.local.processes import chown_for
 from deploy.local.services.base import Service
+from deploy.metastore import ensure_lock_tables
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings, secret
-
-LOCK_TABLES_SQL = Path(__file__).resolve().parent.parent / "sql" / "metastore_locks.sql"
 
 
 def connect(settings: Settings, dbname: str = "postgres", timeout: int = 3) -> psycopg.Connection:
@@ -78,5 +77,4 @@ class Postgres(Service):
         with connect(self.settings) as conn:
             if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db,)).fetchone() is None:
                 conn.execute(f'CREATE DATABASE "{db}"')
-        with connect(self.settings, dbname=db) as conn:
-            conn.execute(LOCK_TABLES_SQL.read_text())
+        ensure_lock_tables(self.settings)
