@@ -108,7 +108,7 @@ run helm upgrade --install spark-operator "${chart:-spark-operator/spark-operato
   --set controller.resources.requests.cpu=50m --set controller.resources.requests.memory=128Mi \
   --set webhook.resources.requests.cpu=50m --set webhook.resources.requests.memory=64Mi --wait
 
-step "image $image (built from deploy/Dockerfile, loaded into kind)"
+step "image $image (built from deploy/Dockerfile, loaded into the $target cluster)"
 mapfile -t image_flags < <(base_image_flags lakehouse)
 run docker build "${image_flags[@]}" -f deploy/Dockerfile -t "$image" .
 load_image "$image"
@@ -181,6 +181,18 @@ step "end to end: a bounded load through Locust, then Trino must count every eve
 # from the click topic's end offsets, the Trino CLI at a small heap beside the coordinator.
 run .venv/bin/python -m deploy.k8s.end_to_end --context "$context" --namespace "$ns" --rate 200 --duration 30s
 
+if [ "$target" = node ]; then
+cat <<MSG
+
+The lakehouse is up on the one-node cluster '$context' (namespace $ns), inside its own network
+namespace: reach it through python -m deploy.node (kubectl, or exec -- ANY COMMAND), e.g.
+  Pods        .venv/bin/python -m deploy.node kubectl -n $ns get pods
+  Trino       .venv/bin/python -m deploy.node kubectl -n $ns exec -it deploy/trino-coordinator -- trino --catalog iceberg
+  Memory      .venv/bin/python -m deploy.node usage
+Tear down: make down-node (the node's data stays in .run/node)
+MSG
+exit 0
+fi
 cat <<MSG
 
 The lakehouse is up on kind cluster '$cluster' (namespace $ns). Nothing is exposed beyond

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from deploy.node import binaries, cluster, images, namespaces
+from deploy.node import binaries, cluster, images, namespaces, usage
 from deploy.node.settings import NodeSettings
 from lakehouse.errors import LakehouseError
 
@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("standins", help="build and load every stand-in image; print the kustomize images they replace")
     sub.add_parser("chart", help="the folder of spark-operator's Helm chart, from its Go module")
     sub.add_parser("name", help="the node's name, its kubeconfig context's too")
+    sub.add_parser("usage", help="each running pod's peak and current memory against its request and limit (MiB)")
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["kubectl"], ["exec"]):  # everything after the command is the command's own
         args = argparse.Namespace(command=argv[0], args=argv[1:])
@@ -79,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                 images.load(settings, image, say)
                 new_name, new_tag = image.rsplit(":", 1)
                 print(f"  - {{name: {replaced}, newName: {new_name}, newTag: '{new_tag}'}}")
+        elif args.command == "usage":
+            print(usage.table(usage.pods_usage(settings)))
         elif args.command == "chart":
             print(binaries.module_folder("spark-operator", "charts/spark-operator-chart"))
         else:
