@@ -116,9 +116,9 @@ def kubelet_config(settings: NodeSettings) -> dict:
         "resolvConf": str(config_dir(settings) / "resolv.conf"),
         "podLogsDir": str(settings.run_dir / "pod-logs"),
         "serializeImagePulls": False,
-        "evictionHard": {"memory.available": "200Mi", "nodefs.available": "5%", "imagefs.available": "5%"},
-        "imageGCHighThresholdPercent": 95,
-        "imageGCLowThresholdPercent": 90,
+        # Absolute floors: the node shares the machine's disk, where a percentage (of 250 GB here) would
+        # taint it for disk pressure with many gigabytes still free.
+        "evictionHard": {"memory.available": "200Mi", "nodefs.available": "2Gi", "imagefs.available": "2Gi"},
         "maxPods": 60,
     }
 

@@ -155,8 +155,23 @@ def pause_image(settings: NodeSettings) -> str:
     return PAUSE_IMAGE
 
 
+def _reference(image: str) -> str:
+    """The name containerd gives an image Docker calls ``image`` (Docker Hub's defaults spelled out)."""
+    first = image.split("/", 1)[0]
+    if "/" not in image:
+        return f"docker.io/library/{image}"
+    return image if "." in first or ":" in first or first == "localhost" else f"docker.io/{image}"
+
+
 def load(settings: NodeSettings, image: str, say=print) -> None:
-    """Hand an image from the Docker engine to the node's containerd (what ``kind load`` does on kind)."""
+    """Hand an image from the Docker engine to the node's containerd (what ``kind load`` does on kind),
+    unless containerd has it already; then drop the engine's older tags of that image (disk)."""
+    listed = subprocess.run(
+        ["ctr", f"--address={settings.containerd_socket}", "--namespace=k8s.io", "images", "ls", "-q"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if _reference(image) in listed.stdout.split():
+        return
     say(f"  loading {image} into the node")
     save = subprocess.Popen([DOCKER, "save", image], stdout=subprocess.PIPE, env=_env(settings))
     loaded = subprocess.run(
@@ -166,6 +181,12 @@ def load(settings: NodeSettings, image: str, say=print) -> None:
     save.wait()
     if loaded.returncode != 0 or save.returncode != 0:
         raise ImageError(f"loading {image} into the node failed: {loaded.stderr.strip()}")
+    repository = image.rsplit(":", 1)[0]
+    tags = docker(settings, "images", repository, "--format", "{{.Repository}}:{{.Tag}}", capture_output=True, text=True)
+    older = [tag for tag in tags.stdout.split() if tag != image]
+    if older:
+        docker(settings, "rmi", *older, capture_output=True)
+        docker(settings, "image", "prune", "--force", capture_output=True)
 
 
 def _env(settings: NodeSettings) -> dict[str, str]:
