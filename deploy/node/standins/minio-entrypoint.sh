@@ -1,5 +1,7 @@
 #!/bin/bash
 # server DIR [--address [HOST]:PORT] [--console-address ...]: the S3 API on PORT (9000), data in DIR.
+# SeaweedFS's servers (all in this pod) find each other at 127.0.0.1: an address the data directory may
+# record that stays right when the pod comes back with another IP; clients reach only the S3 port.
 set -euo pipefail
 [ "${1:-}" = server ] || { echo "usage: server DIR [--address :PORT]" >&2; exit 2; }
 dir=$2 port=9000
@@ -18,6 +20,6 @@ printf '{"identities":[{"name":"root","credentials":[{"accessKey":"%s","secretKe
 # The root filesystem is read-only: SeaweedFS's logs and local sockets go under DIR too.
 mkdir -p "$dir/seaweedfs/tmp"
 export HOME=$dir TMPDIR=$dir/seaweedfs/tmp
-exec /usr/local/bin/weed mini -dir="$dir/seaweedfs" -ip="$(hostname -i | cut -d' ' -f1)" -ip.bind=0.0.0.0 \
+exec /usr/local/bin/weed mini -dir="$dir/seaweedfs" -ip=127.0.0.1 -ip.bind=0.0.0.0 \
   -s3.port="$port" -s3.config="$identity" -s3.port.iceberg=0 -s3.port.lance=0 -webdav=false -admin.ui=false \
   -master.telemetry=false
