@@ -54,9 +54,9 @@ class Held:
 
 
 def _state_root() -> Path:
-    """Where an executor keeps files of its own: the first of Spark's local directories when Spark names them
-    (on Kubernetes an emptyDir volume the pod's user can write; the image's working directory is the
-    image's, not the user's), else the worker's SparkFiles root (local and local-cluster mode)."""
+    """Where an executor keeps files of its own: the first of the local folders Spark gives its Python workers
+    (``SPARK_LOCAL_DIRS``, the block manager's scratch folder; on Kubernetes inside an emptyDir volume the pod's
+    user can write, where the working directory is the image's), else the worker's SparkFiles root."""
     if local_dirs := os.environ.get("SPARK_LOCAL_DIRS"):
         return Path(local_dirs.split(",")[0])
     # deferred: a Python worker's own SparkFiles root (set by Spark when the worker starts)

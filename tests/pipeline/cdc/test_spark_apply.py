@@ -99,10 +99,11 @@ def test_a_key_updated_right_after_its_row_was_folded_into_another_file(spark, c
 
 
 def _held_files(spark) -> list:
-    """The apply's state files on the local executor's disk (local mode: the driver's own SparkFiles root)."""
-    from pyspark import SparkFiles  # deferred: the session's root exists once the fixture made the session
-
-    return sorted((Path(SparkFiles.getRootDirectory()) / "cdc-state").glob("*/state.pkl"))
+    """The apply's state files on the local executor's disk: under the block manager's local folder, which Spark
+    gives its Python workers as SPARK_LOCAL_DIRS (local mode: the driver's own)."""
+    env = spark.sparkContext._jvm.org.apache.spark.SparkEnv.get()
+    local = env.blockManager().diskBlockManager().localDirs()[0].getPath()
+    return sorted((Path(local) / "cdc-state").glob("*/state.pkl"))
 
 
 def test_a_task_that_does_not_find_its_key_state_makes_the_apply_build_it_again(spark, cdc, capture, trino, caplog):
