@@ -4,7 +4,7 @@ One CA signs everything: the API server's and the kubelet's serving certificates
 addresses clients dial), and one client certificate per identity the API server authorizes
 (RBAC and the Node authorizer know them by common name and organization, as kubeadm names
 them). The service-account signing key is a key pair of its own. Files are made once and
-kept, so a restarted node keeps its identities; ``down --purge`` removes them.
+kept under ``.run/node/pki``, so a restarted node keeps its identities.
 """
 
 from __future__ import annotations
