@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help install debs artifacts checkov demo lint test-unit test down-local status-local clean bench bench-ingest bench-system bench-headroom bench-load bench-cdc bench-cdc-scale soak-cdc bench-peers bench-cdc-peers soak-pair chaos test-chaos trino-local \
-        up down status trino load image-lock k8s-generate k8s-validate k8s-crds
+        up down status trino load faults faults-node up-node down-node test-node node-debs image-lock k8s-generate k8s-validate k8s-crds
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -189,6 +189,12 @@ status: ## Pods, Spark applications and Kafka topics in the cluster
 
 trino: ## A Trino CLI session on the cluster's coordinator (catalog and schema preset)
 	@$(KUBECTL) -n $(NS) exec -it deploy/trino-coordinator -- trino --catalog iceberg --schema ods_behavior
+
+faults: ## Under a bounded load, kill the pipeline's executor and driver pods; Trino must count exactly (RATE DURATION)
+	@$(BIN)/python -m deploy.k8s.faults --context kind-$(KIND_CLUSTER) --namespace $(NS) --rate $(or $(RATE),200) --duration $(or $(DURATION),120s)
+
+faults-node: ## make faults on the one-node cluster (after make up-node)
+	@$(BIN)/python -m deploy.node exec -- $(BIN)/python -m deploy.k8s.faults --context $$($(BIN)/python -m deploy.node name) --namespace $(NS) --rate $(or $(RATE),200) --duration $(or $(DURATION),120s)
 
 load: ## Bounded load through the cluster's Locust master (RATE=events/s DURATION=60s)
 	@$(KUBECTL) -n $(NS) exec deploy/locust-master -- python -m loadgen.swarm --rate $(or $(RATE),2000) --duration $(or $(DURATION),60s)

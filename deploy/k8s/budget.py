@@ -18,7 +18,8 @@ here from the rendered manifests:
   system- or kube-reserved).
 
 All of it at once is the busiest time of day: the nightly batch's ScheduledSparkApplication
-runs while everything else keeps running.
+runs while everything else keeps running. A :class:`Platform` holds what differs between the
+nodes the deployment runs on: ``KIND`` here, the one-node cluster's in deploy/node/sizing.py.
 """
 
 from __future__ import annotations
@@ -39,6 +40,22 @@ KUBE_SYSTEM = {"kube-apiserver": (0.25, 0), "kube-controller-manager": (0.2, 0),
 KUBELET_RESERVED = (0.0, 100 * MI)
 #: Spark on Kubernetes: memory overhead of a non-JVM (Python) application's pods, and its floor
 PYTHON_OVERHEAD_FACTOR, OVERHEAD_FLOOR = 0.4, 384 * MI
+
+
+
+@dataclass(frozen=True)
+class Platform:
+    """A node the deployment must fit, and what it runs before any of the deployment's pods."""
+
+    name: str
+    capacity: tuple[float, int]  # CPU cores, bytes
+    system: dict[str, tuple[float, int]]  # the node's own pods (a control plane run as processes asks for nothing)
+    reserved: tuple[float, int]  # what the kubelet keeps back from allocatable
+    operators: dict[str, tuple[float, int]]
+
+
+KIND = Platform(f"a kind node of {NODE_BUDGET[0]:g} CPU / {NODE_BUDGET[1] / 2**30:g} GiB", NODE_BUDGET, KUBE_SYSTEM,
+                KUBELET_RESERVED, OPERATORS)
 
 _UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1024, "mi": MI, "gi": 1024 * MI}
 
@@ -82,10 +99,10 @@ def _spark_pod(role: dict) -> tuple[float, int]:
     return cpu(role.get("coreRequest", role.get("cores", 1))), mem + overhead
 
 
-def requests(docs: list[dict]) -> list[Request]:
-    out = [Request(f"kube-system/{name}", c, m) for name, (c, m) in KUBE_SYSTEM.items()]
-    out.append(Request("kubelet/eviction-reserve", *KUBELET_RESERVED))
-    out += [Request(f"operator/{name}", c, m) for name, (c, m) in OPERATORS.items()]
+def requests(docs: list[dict], platform: Platform = KIND) -> list[Request]:
+    out = [Request(f"kube-system/{name}", c, m) for name, (c, m) in platform.system.items()]
+    out.append(Request("kubelet/eviction-reserve", *platform.reserved))
+    out += [Request(f"operator/{name}", c, m) for name, (c, m) in platform.operators.items()]
     for doc in docs:
         kind, name, spec = doc["kind"], doc["metadata"]["name"], doc.get("spec", {})
         if kind in ("Deployment", "StatefulSet", "Job"):
@@ -109,6 +126,14 @@ def requests(docs: list[dict]) -> list[Request]:
     return out
 
 
-def total(docs: list[dict]) -> tuple[float, int]:
-    found = requests(docs)
+def total(docs: list[dict], platform: Platform = KIND) -> tuple[float, int]:
+    found = requests(docs, platform)
     return sum(r.cpu for r in found), sum(r.memory for r in found)
+
+
+def report(docs: list[dict], platform: Platform = KIND) -> str:
+    """Every request and the sum against the platform's capacity (what ``pytest -s ... -k fits`` prints)."""
+    cpu_total, memory_total = total(docs, platform)
+    rows = "\n".join(f"  {r.owner}: {r.cpu:.2f} CPU, {r.memory / MI:,.0f} MiB" for r in requests(docs, platform))
+    return (f"{platform.name}: requests {cpu_total:.2f} CPU, {memory_total / 2**30:.2f} GiB of "
+            f"{platform.capacity[0]:g} CPU, {platform.capacity[1] / 2**30:.2f} GiB\n{rows}")

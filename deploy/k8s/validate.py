@@ -62,7 +62,9 @@ def render(overlay: Path = KIND_OVERLAY) -> list[dict[str, Any]]:
         root = Path(tmp) / "k8s"
         shutil.copytree(overlay.parents[1], root, ignore=shutil.ignore_patterns("credentials.env"))
         copied = root / overlay.relative_to(overlay.parents[1])
-        ensure_credentials_env(copied / "credentials.env")  # throwaway values: only the shape matters
+        # throwaway values: only the shape matters (the node overlay builds on the kind one and its credentials)
+        for folder in {copied, root / KIND_OVERLAY.relative_to(overlay.parents[1])}:
+            ensure_credentials_env(folder / "credentials.env")
         result = subprocess.run(["kubectl", "kustomize", str(copied)], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise ValidationProblem(f"kubectl kustomize {overlay} failed: {result.stderr.strip()}")

@@ -182,6 +182,7 @@ def up(settings: NodeSettings, say: Callable[[str], None] = print) -> float:
     pki.ensure_pki(settings)
     configs.write_all(settings)
     namespaces.create(settings)
+    _create_cgroup_root(settings)
     for component in COMPONENTS:
         record = processes.read_record(settings.run_dir, component.name)
         if record is not None and record.process() is not None:
@@ -230,16 +231,35 @@ def _remove_containers(settings: NodeSettings) -> None:
         ctr(settings, "tasks", "delete", "--force", task)
 
 
-def _remove_pod_cgroups() -> None:
-    """The kubelet's empty ``kubepods`` cgroups on each controller, deepest first."""
-    for controller in Path("/sys/fs/cgroup").iterdir():
-        top = controller / "kubepods"
+_CGROUPS = Path("/sys/fs/cgroup")
+
+
+def _cgroup_folders(settings: NodeSettings) -> list[Path]:
+    """The node's cgroup root on each mounted controller (cgroup v1: one hierarchy per folder; aliases such
+    as ``cpu`` for ``cpu,cpuacct`` are links and left out)."""
+    return [c / settings.cgroup_root.strip("/") for c in sorted(_CGROUPS.iterdir()) if c.is_dir() and not c.is_symlink()]
+
+
+def _create_cgroup_root(settings: NodeSettings) -> None:
+    """The kubelet refuses a cgroup root that does not exist; a new cpuset cgroup has no CPUs or memory
+    nodes until given its parent's."""
+    for folder in _cgroup_folders(settings):
+        folder.mkdir(exist_ok=True)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            own, parents = folder / name, folder.parent / name
+            if own.exists() and not own.read_text().strip():
+                own.write_text(parents.read_text())
+
+
+def _remove_cgroup_root(settings: NodeSettings) -> None:
+    """The node's cgroups, deepest first: a cgroup folder goes once no process and no child is left in it."""
+    for top in _cgroup_folders(settings):
         if not top.is_dir():
             continue
         folders = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
         for folder in [*folders, top]:
             try:
-                folder.rmdir()  # a cgroup folder goes once no process and no child is left in it
+                folder.rmdir()
             except OSError:
                 pass
 
@@ -256,7 +276,7 @@ def down(settings: NodeSettings, say: Callable[[str], None] = print) -> None:
     for name in ("kube-apiserver", "etcd"):
         _stop(settings, name, say)
     images.stop_docker(settings)
-    _remove_pod_cgroups()
+    _remove_cgroup_root(settings)
     namespaces.remove(settings)
     # The pods are gone, so are their addresses.
     ipam = settings.run_dir / "cni" / "ipam"

@@ -7,7 +7,8 @@ The choices that differ from a kubeadm node, and why:
 - Pods get a point-to-point veth (CNI ``ptp``), not a bridge: all their traffic, pod to pod
   included, is routed through the node's namespace, where kube-proxy's rules see it (no
   ``br_netfilter`` needed).
-- The kubelet runs on cgroupfs (the host has cgroup v1), without swap checks, and refuses to
+- The kubelet runs on cgroupfs (the host has cgroup v1) under a cgroup root of the node's own, without
+  swap checks, and refuses to
   change kernel settings (``protectKernelDefaults``): the mount namespace shows it the values it
   wants. kube-proxy leaves the host-wide conntrack table size alone.
 - CoreDNS is a process of the node listening on the node's address (the pods' DNS server), not a
@@ -25,6 +26,9 @@ from deploy.node.pki import pki_dir
 from deploy.node.settings import NodeSettings
 
 PAUSE_IMAGE = "lakehouse.local/pause:1"
+#: the kubelet's eviction floors, absolute: the node shares the machine's disk, where a percentage (of
+#: 250 GB here) would taint it for disk pressure with many gigabytes still free
+EVICTION_HARD = {"memory.available": "200Mi", "nodefs.available": "2Gi", "imagefs.available": "2Gi"}
 
 
 def config_dir(settings: NodeSettings) -> Path:
@@ -108,6 +112,7 @@ def kubelet_config(settings: NodeSettings) -> dict:
         "tlsCertFile": str(pki / "kubelet-serving.crt"),
         "tlsPrivateKeyFile": str(pki / "kubelet-serving.key"),
         "cgroupDriver": "cgroupfs",
+        "cgroupRoot": settings.cgroup_root,
         "failSwapOn": False,
         "protectKernelDefaults": True,
         "containerRuntimeEndpoint": f"unix://{settings.containerd_socket}",
@@ -116,9 +121,7 @@ def kubelet_config(settings: NodeSettings) -> dict:
         "resolvConf": str(config_dir(settings) / "resolv.conf"),
         "podLogsDir": str(settings.run_dir / "pod-logs"),
         "serializeImagePulls": False,
-        # Absolute floors: the node shares the machine's disk, where a percentage (of 250 GB here) would
-        # taint it for disk pressure with many gigabytes still free.
-        "evictionHard": {"memory.available": "200Mi", "nodefs.available": "2Gi", "imagefs.available": "2Gi"},
+        "evictionHard": EVICTION_HARD,
         "maxPods": 60,
     }
 

@@ -65,7 +65,8 @@ def start_docker(settings: NodeSettings, say=print) -> None:
         ["dockerd", f"--host=unix://{docker_socket(settings)}", f"--data-root={root / 'data'}",
          f"--exec-root={root / 'exec'}", f"--pidfile={root / 'dockerd.pid'}", "--bridge=none", "--iptables=false",
          "--ip6tables=false", "--ip-masq=false", "--ip-forward=false", "--userland-proxy=false",
-         "--storage-driver=overlay2", "--log-level=warn"],
+         "--storage-driver=overlay2", "--log-level=warn",
+         f"--cgroup-parent={settings.cgroup_root}/docker"],
         settings.run_dir / "logs" / "dockerd.log", settings.run_dir,
     )  # fmt: skip
     deadline = time.monotonic() + 60
@@ -241,7 +242,7 @@ def spark_image(settings: NodeSettings, say=print) -> str:
     base = debian_image(settings, "spark-base", SPARK_PACKAGES, say)
     requirement = _requirement("pyspark")
     version = requirement.split()[0].split("==")[1]
-    files = [(_HERE / name).read_bytes() for name in ("spark.Dockerfile", "spark-entrypoint.sh")]
+    files = [(_HERE / name).read_bytes() for name in ("spark.Dockerfile", "spark-entrypoint.sh", "spark-decommission.sh")]
     image = f"lakehouse.local/spark:{version}-{_content_tag(base, requirement, *files)}"
     args = {"BASE_IMAGE": base, "PYSPARK_REQUIREMENT": requirement}
     return build(settings, _HERE / "spark.Dockerfile", _HERE, image, args, say)

@@ -6,13 +6,16 @@ rule kube-proxy and the kubelet write. The mount namespace holds every mount the
 containerd make (pod volumes, container root filesystems), and shows the kubelet the kernel
 settings it insists on (``vm.overcommit_memory=1``, ``kernel.panic=10``,
 ``kernel.panic_on_oops=1``) as files bound over those in ``/proc/sys``, so it never writes
-the host's. Every node process enters both with ``nsenter``.
+the host's; the folders where containerd, its shims, runc and CNI keep state at fixed host paths
+(``PRIVATE_PATHS``) are folders of the node's run directory bound there, so nothing of the node
+is left in the host's ``/run`` or ``/var/lib``. Every node process enters both with ``nsenter``.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -22,6 +25,10 @@ from lakehouse.errors import LakehouseError
 BRIDGE = "lhnode0"
 # What the kubelet sets when it finds another value (pkg/kubelet/cm setupKernelTunables).
 KUBELET_SYSCTLS = {"vm/overcommit_memory": "1", "kernel/panic": "10", "kernel/panic_on_oops": "1"}
+#: host paths the runtime writes whatever its configuration says (containerd 1.6's shim sockets in
+#: /run/containerd/s, runc's state in /run/containerd/runc, libcni's result cache in /var/lib/cni),
+#: and the folder of the run directory shown there inside the mount namespace
+PRIVATE_PATHS = {"/run/containerd": "run-containerd", "/var/lib/cni": "var-lib-cni"}
 
 
 class NamespaceError(LakehouseError):
@@ -91,12 +98,23 @@ def _create_mount_ns(settings: NodeSettings) -> None:
             shown = folder / name.replace("/", ".")
             shown.write_text(wanted + "\n")
             binds.append(f"mount --bind {shown} /proc/sys/{name}")
+    for host_path, name in PRIVATE_PATHS.items():
+        private = _private_folder(settings, name)
+        private.mkdir(parents=True, exist_ok=True)
+        Path(host_path).mkdir(parents=True, exist_ok=True)  # the mount point (an empty folder where none was)
+        binds.append(f"mount --bind {private} {host_path}")
     script = " && ".join(["mount --make-rprivate /"] + binds)
     _run("unshare", f"--mount={settings.mount_ns_path}", "--propagation", "private", "sh", "-c", script)
 
 
+def _private_folder(settings: NodeSettings, name: str) -> Path:
+    return settings.run_dir / "private" / name
+
+
 def remove(settings: NodeSettings) -> None:
-    """Both namespaces; call once no process of the node is left in them."""
+    """Both namespaces; call once no process of the node is left in them. The runtime state shown at
+    ``PRIVATE_PATHS`` goes with them (as ``/run`` would at a reboot); so does the mount ``ip netns``
+    makes of ``/run/netns`` when no namespace is left in it."""
     if _is_mount_point(settings.mount_ns_path):
         _run("umount", str(settings.mount_ns_path))
     folder = settings.mount_ns_path.parent
@@ -104,6 +122,11 @@ def remove(settings: NodeSettings) -> None:
         _run("umount", str(folder))
     if netns_exists(settings):
         _run("ip", "netns", "delete", settings.name)
+    netns_folder = settings.netns_path.parent
+    if netns_folder.is_dir() and not any(netns_folder.iterdir()) and _is_mount_point(netns_folder):
+        _run("umount", str(netns_folder))
+    for name in PRIVATE_PATHS.values():
+        shutil.rmtree(_private_folder(settings, name), ignore_errors=True)
 
 
 _COUNTERS = re.compile(r"\[\d+:\d+\]")

@@ -65,5 +65,11 @@ class NodeSettings(BaseSettings):
         return self.run_dir / "pki" / "admin.kubeconfig"
 
     @property
+    def cgroup_root(self) -> str:
+        """The cgroup under which the kubelet puts its pods and the node's Docker engine its builds, on every
+        controller: removing the node's cgroups never touches anyone else's."""
+        return f"/{self.name}"
+
+    @property
     def containerd_socket(self) -> Path:
         return self.run_dir / "containerd" / "containerd.sock"

@@ -14,16 +14,34 @@ the pods beyond two cores' worth of requests would stay Pending.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import yaml
 
 from deploy.k8s import budget
+from deploy.node.configs import EVICTION_HARD
 
 NODE_CPU = 2.0
-#: what the operators on the node request (up.sh's helm flags), taken off before the rest is scaled
-OPERATORS_CPU = sum(c for name, (c, _) in budget.OPERATORS.items() if name.startswith("spark-operator"))
 HEADROOM_CPU = 0.1
+
+
+def node_memory() -> int:
+    """The memory the kubelet reports as the node's capacity: the machine's (24 GiB here)."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+#: the one-node cluster as the budget sees it: its control plane and CoreDNS are processes (no pods), Strimzi's
+#: operator is replaced by the Kafka stand-in, spark-operator runs with up.sh's requests
+NODE = budget.Platform(
+    f"the one-node cluster ({NODE_CPU:g} CPU, this machine's memory), CPU requests scaled",
+    (NODE_CPU, node_memory()),
+    {},
+    (0.0, budget.memory(EVICTION_HARD["memory.available"])),
+    {name: need for name, need in budget.OPERATORS.items() if name.startswith("spark-operator")},
+)
+#: what the operators on the node request, taken off before the rest is scaled
+OPERATORS_CPU = sum(c for c, _ in NODE.operators.values())
 
 
 def workload_cpu(docs: list[dict]) -> float:

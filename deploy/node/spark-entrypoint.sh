@@ -7,7 +7,15 @@
 # tini (PID 1) forwards signals and reaps the JVM's children.
 set -euo pipefail
 : "${SPARK_HOME:=/opt/spark}"
-classpath="$SPARK_HOME/jars/*${SPARK_EXTRA_CLASSPATH:+:$SPARK_EXTRA_CLASSPATH}"
+# The configuration folders first (Spark's and Hadoop's, when the pod mounts them), then Spark's jars,
+# then what the application adds: spark.executor.extraClassPath arrives as SPARK_CLASSPATH.
+classpath=""
+for part in "${SPARK_CONF_DIR:-}" "${HADOOP_CONF_DIR:-}" "$SPARK_HOME/jars/*" "${SPARK_EXTRA_CLASSPATH:-}" \
+            "${SPARK_CLASSPATH:-}" "${SPARK_DIST_CLASSPATH:-}"; do
+  [ -n "$part" ] && classpath="${classpath:+$classpath:}$part"
+done
+# A pod may run as a uid the image does not know (runAsUser): Hadoop's login then needs a user name.
+if ! getent passwd "$(id -u)" >/dev/null; then export HADOOP_USER_NAME="${HADOOP_USER_NAME:-${SPARK_USER:-spark}}"; fi
 
 case "${1:-}" in
   driver)

@@ -150,14 +150,31 @@ def test_the_whole_deployment_fits_a_kind_node_of_6_cpu_and_12_gib(steps, docs):
 
     cpu, memory = budget.total(docs)
     limit_cpu, limit_memory = budget.NODE_BUDGET
-    table = "\n".join(f"  {r.owner}: {r.cpu:.2f} CPU, {r.memory / budget.MI:,.0f} MiB" for r in budget.requests(docs))
-    print(f"requests: {cpu:.2f} CPU, {memory / 2**30:.2f} GiB of {limit_cpu:g} CPU, {limit_memory / 2**30:g} GiB\n{table}")
+    table = budget.report(docs)
+    print(table)
     assert cpu <= limit_cpu and memory <= limit_memory, table
     # the operators' requests counted are the ones make up sets on their charts
     strimzi = steps[_first(steps, "helm upgrade --install strimzi")]
     operator = steps[_first(steps, "helm upgrade --install spark-operator")]
     assert "resources.requests.memory=384Mi" in strimzi and "resources.requests.cpu=100m" in strimzi
     assert "controller.resources.requests.memory=128Mi" in operator and "webhook.resources.requests.memory=64Mi" in operator
+
+
+def test_the_node_overlay_sized_by_up_fits_the_one_node_cluster():
+    """The same budget on the one-node cluster (`make up-node`): the node overlay (stand-ins, no Grafana, no
+    Strimzi), its CPU requests scaled as up.sh scales them, no kube-system pods, spark-operator's two pods."""
+    from deploy.k8s import budget
+    from deploy.node import sizing
+
+    docs = validate.render(validate.KIND_OVERLAY.parent / "node")
+    kind_cpu, by = sizing.workload_cpu(docs), sizing.factor(docs)
+    scaled = sizing.scale(docs, by)
+    cpu, memory = budget.total(scaled, sizing.NODE)
+    table = budget.report(scaled, sizing.NODE)
+    print(f"the node overlay asks {kind_cpu:.2f} CPU unscaled; x {by:.2f}\n{table}")
+    assert kind_cpu > sizing.NODE_CPU, "the manifests fit two cores unscaled: the node's sizing is no longer needed"
+    assert cpu <= sizing.NODE_CPU and memory <= sizing.NODE.capacity[1], table
+    assert not any(r.owner.startswith(("Kafka/", "KafkaNodePool/", "Deployment/grafana")) for r in budget.requests(scaled))
 
 
 def test_spark_pods_are_sized_the_way_spark_sizes_them():
