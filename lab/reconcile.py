@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import time
 
+from lab.time_limit import Stopped, within_limit
 from lakehouse.settings import Settings
 from pipeline.cdc.capture import connect
 
@@ -120,22 +121,32 @@ def member_sample_differences(s: Settings, keys: list[str], engines: tuple[str, 
             for name, rows in _each_engine(s, engines, sql)}
 
 
-def _each_engine(s: Settings, engines: tuple[str, ...], sql: str):
-    """(engine, rows as dicts) of ``sql`` (Trino SQL) on each engine; Trino is started if the local stack runs."""
-    # deferred: each engine loads only when asked for
-    from queries.engines import open_engine
+#: seconds one engine's reading of the table may take (a Spark session starts in it) before it is stopped
+ENGINE_LIMIT_S = 300.0
 
+
+def _each_engine(s: Settings, engines: tuple[str, ...], sql: str):
+    """(engine, rows as dicts) of ``sql`` (Trino SQL) on each engine; Trino is started if the local stack runs.
+    Each engine reads in a process of its own, stopped after ``ENGINE_LIMIT_S`` (``lab.time_limit``); a reader
+    that failed or was stopped gives one row ``{"error": why}``."""
     for name in engines:
         if name == "trino":
+            # deferred: the stack's Trino, started if stopped, only when asked for
             from deploy.local.stack import LocalStack
 
             LocalStack(s).ensure("trino")
-        engine = open_engine(name, s)
-        try:
-            yield name, engine.run(sql).to_pylist()
-        except Exception as exc:  # noqa: BLE001 - one reader's failure is a finding to report, not a crash
-            yield name, [{"error": f"{type(exc).__name__}: {str(exc)[:200]}"}]
-        finally:
-            close = getattr(engine, "close", None)
-            if close:
-                close()
+        rows = within_limit(_engine_rows, name, s, sql, limit_s=ENGINE_LIMIT_S)
+        yield name, [{"error": rows}] if isinstance(rows, Stopped) else rows
+
+
+def _engine_rows(name: str, s: Settings, sql: str) -> list[dict]:
+    # deferred: each engine loads only in the process that reads with it
+    from queries.engines import open_engine
+
+    engine = open_engine(name, s)
+    try:
+        return engine.run(sql).to_pylist()
+    finally:
+        close = getattr(engine, "close", None)
+        if close:
+            close()

@@ -81,8 +81,8 @@ class ScaleResult:
     #: after the kill, and its peak memory until then (its key index read back from the table)
     restart_s: float = float("nan")
     restart_rss_mb: float = float("nan")
-    reads_start: ReadCost | None = None
-    reads_end: ReadCost | None = None
+    reads_start: ReadCost | str | None = None  # a text: why DuckDB gave no figure (cannot read it, or not in time)
+    reads_end: ReadCost | str | None = None
     #: (seconds into the changes, read cost then): whether the read cost levels off, not only where it ends
     reads_during: list[tuple[float, ReadCost]] = field(default_factory=list)
     #: cores each part used while the changes ran (CPU seconds / seconds): what 1,000 changes/s cost
@@ -344,10 +344,12 @@ def _steady(s: Settings, result: ScaleResult, writer: MemberChanges, rate: float
         samples.append((elapsed, (processes.committed() if reported is None else reported) - first))
         if elapsed >= next_read and elapsed < duration - 10:
             cost = read_cost(s, result.members, repeat=5)
-            if cost is not None:
+            if isinstance(cost, ReadCost):
                 result.reads_during.append((elapsed, cost))
                 progress(f"{elapsed / 60:.0f} min: point p95 {cost.point_p95_s:.2f}s, count p95 "
                          f"{cost.count_p95_s:.2f}s, {cost.delete_files} delete files, {cost.deleted_rows:,} deleted rows")
+            else:
+                progress(f"{elapsed / 60:.0f} min: DuckDB read: {cost}")
             next_read += read_every
         if elapsed - polled >= 30:  # before the writer expires them (it keeps ten minutes)
             table = pyiceberg_catalog(s).load_table(s.catalog.members_table)

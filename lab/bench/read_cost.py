@@ -3,7 +3,8 @@
 The same table costs each reader differently: DuckDB and Trino apply position and equality
 deletes as they scan, PyIceberg applies position deletes and refuses equality deletes. A run
 reads the table through each at its end, and through DuckDB while it changes (whether the cost
-levels off).
+levels off). Each reader's measurement runs in a process of its own with a time limit
+(``lab.time_limit``): a reader that takes minutes is reported as stopped, not waited for.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lab.bench.freshness import quantiles
+from lab.time_limit import Stopped, within_limit
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from loadgen.dimensions import member_key
@@ -31,26 +33,31 @@ class ReadCost:
     deleted_rows: int = 0
 
 
-def read_cost(s: Settings, members: int, repeat: int = 10) -> ReadCost | None:
-    """A point query on a random key and a full count through DuckDB, ``repeat`` times each (a warm engine);
-    None when DuckDB cannot read the table (``reader_costs`` at the end says why)."""
+def read_cost(s: Settings, members: int, repeat: int = 10) -> ReadCost | Stopped:
+    """A point query on a random key and a full count through DuckDB, ``repeat`` times each (a warm engine),
+    within ``lab.time_limit.READ_LIMIT_S``; or why there is no figure (DuckDB cannot read the table, or not in time)."""
+    return within_limit(_duckdb_read_cost, s, members, repeat)
+
+
+def _duckdb_read_cost(s: Settings, members: int, repeat: int) -> ReadCost:
     engine, rng, table = DuckDBEngine(s), random.Random(3), s.catalog.members_table
     point, count = [], []
-    try:
-        engine.run(f"SELECT count(*) FROM {table}")  # the connection and the metadata read: not the read cost
-        for _ in range(repeat):
-            began = time.perf_counter()
-            engine.run(f"SELECT * FROM {table} WHERE userid = '{member_key(rng.randrange(members))}'")
-            point.append(time.perf_counter() - began)
-            began = time.perf_counter()
-            engine.run(f"SELECT count(*) FROM {table}")
-            count.append(time.perf_counter() - began)
-    except Exception:  # noqa: BLE001 - a table DuckDB cannot read (equality deletes): reported at the end
-        return None
-    files = [e.data_file for e in live_files(pyiceberg_catalog(s).load_table(table))]
-    deletes = [f for f in files if f.content != 0]
+    engine.run(f"SELECT count(*) FROM {table}")  # the connection and the metadata read: not the read cost
+    for _ in range(repeat):
+        began = time.perf_counter()
+        engine.run(f"SELECT * FROM {table} WHERE userid = '{member_key(rng.randrange(members))}'")
+        point.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        engine.run(f"SELECT count(*) FROM {table}")
+        count.append(time.perf_counter() - began)
+    deletes = _delete_files(s)
     return ReadCost(quantiles(point, (95,))[0], quantiles(count, (95,))[0], len(deletes),
                     sum(f.record_count for f in deletes))
+
+
+def _delete_files(s: Settings) -> list:
+    files = [e.data_file for e in live_files(pyiceberg_catalog(s).load_table(s.catalog.members_table))]
+    return [f for f in files if f.content != 0]
 
 
 #: seconds a reader's repeated query may take in all before the run stops repeating it
@@ -100,20 +107,23 @@ def _reader(name: str, s: Settings) -> tuple[Callable[[str], object], Callable[[
             lambda: engine.run(f"SELECT count(*) FROM {table}"), getattr(engine, "close", lambda: None))
 
 
-def reader_costs(s: Settings, members: int, repeat: int = 5) -> dict[str, ReadCost | str]:
+def reader_costs(s: Settings, members: int, repeat: int = 5) -> dict[str, ReadCost | Stopped]:
     """What each of ``READERS`` pays to read the member table now: point query p95, full count p95 (seconds),
-    or why it cannot read the table at all (PyIceberg does not apply equality deletes: it raises)."""
-    rng, out = random.Random(3), {}
-    files = [e.data_file for e in live_files(pyiceberg_catalog(s).load_table(s.catalog.members_table))]
-    deletes = [f for f in files if f.content != 0]
+    or why there is no figure: the reader cannot read the table (PyIceberg does not apply equality deletes: it
+    raises), or not within ``lab.time_limit.READ_LIMIT_S``."""
+    out: dict[str, ReadCost | Stopped] = {}
     for name in READERS:
-        try:
-            point, count, close = _reader(name, s)
-            try:
-                out[name] = ReadCost(_timed(lambda query=point: query(member_key(rng.randrange(members))), repeat),
-                                     _timed(count, repeat), len(deletes), sum(f.record_count for f in deletes))
-            finally:
-                close()
-        except Exception as exc:  # noqa: BLE001 - a reader that cannot read the table is a finding to report
-            out[name] = f"cannot read it: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"
+        cost = within_limit(_reader_cost, name, s, members, repeat)
+        failed = isinstance(cost, Stopped) and cost.startswith("failed: ")
+        out[name] = Stopped("cannot read it: " + cost.removeprefix("failed: ")) if failed else cost
     return out
+
+
+def _reader_cost(name: str, s: Settings, members: int, repeat: int) -> ReadCost:
+    rng, deletes = random.Random(3), _delete_files(s)
+    point, count, close = _reader(name, s)
+    try:
+        return ReadCost(_timed(lambda: point(member_key(rng.randrange(members))), repeat), _timed(count, repeat),
+                        len(deletes), sum(f.record_count for f in deletes))
+    finally:
+        close()

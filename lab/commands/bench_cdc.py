@@ -55,7 +55,7 @@ def cdc_at_scale(settings, rate: float, duration: float, members: int, engines: 
          f"{r.restart_s:.1f}, {r.restart_rss_mb:,.0f}"),
         ("cores used while changing", ", ".join(f"{part} {cores:.2f}" for part, cores in r.cores.items())),
         *((f"DuckDB point query p95 / full count p95 (s), delete files, deleted rows: {when}",
-           f"{c.point_p95_s:.2f} / {c.count_p95_s:.2f}, {c.delete_files}, {c.deleted_rows:,}")
+           c if isinstance(c, str) else f"{c.point_p95_s:.2f} / {c.count_p95_s:.2f}, {c.delete_files}, {c.deleted_rows:,}")
           for when, c in (("after the snapshot", r.reads_start),
                           *((f"{at / 60:.0f} min into the changes", c) for at, c in r.reads_during),
                           ("at the end", r.reads_end)) if c is not None),

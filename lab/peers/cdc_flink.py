@@ -20,8 +20,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from pyiceberg.types import DecimalType, IcebergType, IntegerType, StringType, TimestamptzType
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from lab.peers import flink_cdc_job, flink_setup
 from lakehouse.catalog import pyiceberg_catalog
@@ -107,6 +108,15 @@ def start(s: Settings, job: Path, log: Path) -> subprocess.Popen:
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+#: the group's coordinator moving or loading: librdkafka does not flag these retriable for committed()
+_COORDINATOR_ERRORS = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                       KafkaError.COORDINATOR_NOT_AVAILABLE}
+
+
+def _retriable(exc: BaseException) -> bool:
+    return isinstance(exc, KafkaException) and (exc.args[0].retriable() or exc.args[0].code() in _COORDINATOR_ERRORS)
+
+
 class GroupProgress:
     """How far the peer applied each topic: its consumer group's committed offsets (one client, polled often)."""
 
@@ -119,7 +129,13 @@ class GroupProgress:
         """Records of ``topic`` the peer has committed, summed over partitions (0 before its first checkpoint)."""
         if topic not in self.partitions:
             self.partitions[topic] = [TopicPartition(topic, p) for p in end_offsets(self.s.kafka.bootstrap, topic)]
-        return sum(max(tp.offset, 0) for tp in self.consumer.committed(self.partitions[topic], timeout=10))
+        # the group's coordinator moves or loads now and then (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS):
+        # retriable errors, asked again for up to a minute
+        for attempt in Retrying(retry=retry_if_exception(_retriable), stop=stop_after_delay(60),
+                                wait=wait_exponential(multiplier=0.5, max=5), reraise=True):
+            with attempt:
+                committed = self.consumer.committed(self.partitions[topic], timeout=10)
+        return sum(max(tp.offset, 0) for tp in committed)
 
     def close(self) -> None:
         self.consumer.close()
