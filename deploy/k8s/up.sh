@@ -16,11 +16,14 @@ if [ "$target" = node ] && [ -z "${LAKEHOUSE_NODE_INSIDE:-}" ]; then
   # Everything after this runs inside the node's namespaces, where its API server's address is.
   printf '\n==> %s\n' "one-node cluster '$cluster' (deploy/node)"
   if [ "${DRY_RUN:-}" = 1 ]; then
-    printf '+ %s\n' ".venv/bin/python -m deploy.node up" ".venv/bin/python -m deploy.node exec -- (the steps below)" >&2
+    printf '+ .venv/bin/python -m deploy.node %s\n' up standins "build-args lakehouse" "build-args operator" \
+      "exec -- (the steps below)" >&2
   else
     node up
-    # Built here, on the host's network (debootstrap reaches Debian's mirror; inside the node nothing does).
+    # Built here, on the host's network (debootstrap reaches Debian's mirror; inside the node nothing does):
+    # the stand-ins, and the base images both Dockerfiles are given below (inside, they are found built).
     mkdir -p .run && node standins > .run/node-standins.yaml
+    node build-args lakehouse > /dev/null && node build-args operator > /dev/null
     exec .venv/bin/python -m deploy.node exec -- env LAKEHOUSE_NODE_INSIDE=1 bash "$0" "$@"
   fi
 fi
@@ -42,8 +45,16 @@ load_into_kind() {
 }
 run() { if [ "${DRY_RUN:-}" = 1 ]; then printf '+ %s\n' "$*" >&2; else "$@"; fi; }
 load_image() { if [ "$target" = node ]; then run node load "$1"; else load_into_kind "$1"; fi; }
-# The flags that put a Dockerfile on the node's stand-in bases (none on kind: the official images).
-base_image_flags() { if [ "$target" = node ] && [ "${DRY_RUN:-}" != 1 ]; then node build-args "$1"; fi; }
+# The flags that put a Dockerfile on the node's stand-in bases (none on kind: the official images), one per
+# line, into the array named $2. An assignment from a command fails the script when the command fails
+# (read through a process substitution, a failure would go unseen: the build would pull from a registry).
+base_image_flags() {
+  local -n into=$2; into=()
+  if [ "$target" = node ] && [ "${DRY_RUN:-}" != 1 ]; then
+    local flags; flags=$(node build-args "$1")
+    mapfile -t into <<< "$flags"
+  fi
+}
 
 step "checking tools"
 if [ "${DRY_RUN:-}" != 1 ]; then
@@ -89,7 +100,7 @@ else
 fi
 # The operator submits with the spark-submit of its image: this one is built on Spark 4.1.4, as the jobs are.
 operator_image="lakehouse-spark-operator:$spark_operator-$(.venv/bin/python -m deploy.k8s.image_tag --dockerfile deploy/k8s/spark-operator.Dockerfile)"
-mapfile -t operator_flags < <(base_image_flags operator)
+base_image_flags operator operator_flags
 run docker build "${operator_flags[@]}" -f deploy/k8s/spark-operator.Dockerfile --build-arg "OPERATOR_VERSION=$spark_operator" \
   -t "$operator_image" deploy/k8s
 load_image "$operator_image"
@@ -109,7 +120,7 @@ run helm upgrade --install spark-operator "${chart:-spark-operator/spark-operato
   --set webhook.resources.requests.cpu=50m --set webhook.resources.requests.memory=64Mi --wait
 
 step "image $image (built from deploy/Dockerfile, loaded into the $target cluster)"
-mapfile -t image_flags < <(base_image_flags lakehouse)
+base_image_flags lakehouse image_flags
 run docker build "${image_flags[@]}" -f deploy/Dockerfile -t "$image" .
 load_image "$image"
 

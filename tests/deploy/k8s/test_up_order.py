@@ -143,6 +143,30 @@ def test_up_waits_for_every_workload_the_overlay_holds(steps, docs):
             f"make up waits for deployment/{name}, which the overlay does not hold"
 
 
+def test_the_node_builds_every_image_it_needs_a_registry_for_before_entering_its_namespaces():
+    """Inside the node's network namespace nothing reaches Debian's mirror: the stand-ins and both Dockerfiles'
+    base images are built first, on the host's network (the first run from nothing failed on this)."""
+    done = subprocess.run(["bash", "deploy/k8s/up.sh", "node", NS, "lakehouse", "1.2.0", "2.5.2"], cwd=REPO_ROOT,
+                          env={**os.environ, "DRY_RUN": "1", "TARGET": "node"}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    steps = [line[2:] for line in done.stderr.splitlines() if line.startswith("+ ")]
+    entered = _first(steps, "deploy.node exec --")
+    for before in ("deploy.node up", "deploy.node standins", "build-args lakehouse", "build-args operator"):
+        assert _first(steps, before) < entered, f"{before} must run before the node's namespaces are entered"
+
+
+def test_a_failed_command_whose_output_up_reads_stops_it():
+    """`mapfile < <(cmd)` hides cmd's failure (up.sh went on without the node's build flags and pulled from a
+    registry): up.sh reads command output only through assignments, which set -e checks."""
+    script = (REPO_ROOT / "deploy" / "k8s" / "up.sh").read_text()
+    assert "< <(" not in script
+    failing = subprocess.run(["bash", "-c", 'set -euo pipefail; target=node; DRY_RUN=; node() { return 3; }\n'
+                              + script.split("base_image_flags() {", 1)[1].split("\n}\n", 1)[0].join(
+                                  ["base_image_flags() {", "\n}\n"]) + 'base_image_flags lakehouse flags; echo went on'],
+                             capture_output=True, text=True, timeout=30)
+    assert failing.returncode == 3 and "went on" not in failing.stdout
+
+
 def test_the_whole_deployment_fits_a_kind_node_of_6_cpu_and_12_gib(steps, docs):
     """Every pod's requests at the busiest time (the nightly batch beside everything), Spark's driver and executor
     pods, the operators, kind's kube-system pods and the kubelet's eviction reserve included."""
