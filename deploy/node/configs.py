@@ -28,7 +28,9 @@ from deploy.node.settings import NodeSettings
 PAUSE_IMAGE = "lakehouse.local/pause:1"
 #: the kubelet's eviction floors, absolute: the node shares the machine's disk, where a percentage (of
 #: 250 GB here) would taint it for disk pressure with many gigabytes still free
-EVICTION_HARD = {"memory.available": "200Mi", "nodefs.available": "2Gi", "imagefs.available": "2Gi"}
+#: (naming any threshold drops the kubelet's defaults for the others: the inode ones are named too)
+EVICTION_HARD = {"memory.available": "200Mi", "nodefs.available": "2Gi", "imagefs.available": "2Gi",
+                 "nodefs.inodesFree": "5%", "imagefs.inodesFree": "5%"}
 
 
 def config_dir(settings: NodeSettings) -> Path:

@@ -3,12 +3,12 @@
 The network namespace holds the node's address (on a bridge device inside it; the kernel here
 has no ``dummy`` module), the pods' links, the route to the service range and every iptables
 rule kube-proxy and the kubelet write. The mount namespace holds every mount the kubelet and
-containerd make (pod volumes, container root filesystems), and shows the kubelet the kernel
-settings it insists on (``vm.overcommit_memory=1``, ``kernel.panic=10``,
-``kernel.panic_on_oops=1``) as files bound over those in ``/proc/sys``, so it never writes
-the host's; the folders where containerd, its shims, runc and CNI keep state at fixed host paths
-(``PRIVATE_PATHS``) are folders of the node's run directory bound there, so nothing of the node
-is left in the host's ``/run`` or ``/var/lib``. Every node process enters both with ``nsenter``.
+containerd make (pod volumes, container root filesystems); it shows the kubelet the kernel
+settings it insists on (``KUBELET_SYSCTLS``), where the host holds other values, as files bound
+over those in ``/proc/sys``, so it never writes the host's; and the folders where containerd,
+its shims, runc and CNI keep state at fixed host paths (``PRIVATE_PATHS``) are folders of the
+node's run directory bound there, so nothing of the node is left in the host's ``/run`` or
+``/var/lib``. Every node process enters both with ``nsenter``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,11 @@ from deploy.node.settings import NodeSettings
 from lakehouse.errors import LakehouseError
 
 BRIDGE = "lhnode0"
-# What the kubelet sets when it finds another value (pkg/kubelet/cm setupKernelTunables).
-KUBELET_SYSCTLS = {"vm/overcommit_memory": "1", "kernel/panic": "10", "kernel/panic_on_oops": "1"}
+# What the kubelet insists on (pkg/kubelet/cm setupKernelTunables; with protectKernelDefaults it refuses to
+# start on another value): each the host holds otherwise is shown to it through a bound file.
+KUBELET_SYSCTLS = {"vm/overcommit_memory": "1", "vm/panic_on_oom": "0", "kernel/panic": "10",
+                   "kernel/panic_on_oops": "1", "kernel/keys/root_maxkeys": "1000000",
+                   "kernel/keys/root_maxbytes": "25000000"}
 #: host paths the runtime writes whatever its configuration says (containerd 1.6's shim sockets in
 #: /run/containerd/s, runc's state in /run/containerd/runc, libcni's result cache in /var/lib/cni),
 #: and the folder of the run directory shown there inside the mount namespace

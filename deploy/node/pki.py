@@ -99,6 +99,23 @@ def _ca(folder: Path) -> tuple[x509.Certificate, rsa.RSAPrivateKey]:
     return cert, key
 
 
+#: a certificate closer than this to its end is issued again at the next ``up``
+_RENEW_BEFORE = datetime.timedelta(days=30)
+
+
+def _current(folder: Path, stem: str, subject: x509.Name, names: list[x509.GeneralName]) -> bool:
+    crt, key = folder / f"{stem}.crt", folder / f"{stem}.key"
+    if not (crt.exists() and key.exists()):
+        return False
+    cert = x509.load_pem_x509_certificate(crt.read_bytes())
+    try:
+        held = list(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
+    except x509.ExtensionNotFound:
+        held = []
+    fresh = cert.not_valid_after_utc - datetime.datetime.now(datetime.UTC) > _RENEW_BEFORE
+    return fresh and cert.subject == subject and sorted(map(repr, held)) == sorted(map(repr, names))
+
+
 def _issue(
     folder: Path,
     stem: str,
@@ -107,8 +124,9 @@ def _issue(
     usage: list[x509.ObjectIdentifier],
     names: list[x509.GeneralName] | None = None,
 ) -> None:
-    """``<stem>.crt`` and ``<stem>.key`` signed by the CA, unless both exist."""
-    if (folder / f"{stem}.crt").exists() and (folder / f"{stem}.key").exists():
+    """``<stem>.crt`` and ``<stem>.key`` signed by the CA, unless both exist for this subject and these names and
+    stay valid a while yet (a changed node address or name reissues what names it)."""
+    if _current(folder, stem, subject, names or []):
         return
     ca_cert, ca_key = ca
     key = _new_key()
@@ -187,8 +205,8 @@ def ensure_pki(settings: NodeSettings) -> Path:
             key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
         )
     for identity in client_identities(settings):
-        path = folder / f"{identity.file}.kubeconfig"
-        if not path.exists():
-            path.write_text(yaml.safe_dump(kubeconfig(settings, identity.file)))
+        path, text = folder / f"{identity.file}.kubeconfig", yaml.safe_dump(kubeconfig(settings, identity.file))
+        if not path.exists() or path.read_text() != text:  # the API server's address is in it
+            path.write_text(text)
             path.chmod(0o600)
     return folder
