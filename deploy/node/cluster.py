@@ -251,6 +251,21 @@ def _create_cgroup_root(settings: NodeSettings) -> None:
                 own.write_text(parents.read_text())
 
 
+def _kill_pod_processes(settings: NodeSettings, say: Callable[[str], None]) -> None:
+    """Every process still in the node's pod cgroups: containerd may be down, or have lost a container,
+    and a container's processes outlive their shim (they are re-parented, not killed)."""
+    top = _CGROUPS / "pids" / settings.cgroup_root.strip("/") / "kubepods"
+    pids = {int(line) for tasks in (top.rglob("cgroup.procs") if top.is_dir() else ())
+            for line in tasks.read_text().split()}
+    for pid in sorted(pids):
+        try:
+            psutil.Process(pid).kill()
+        except psutil.Error:
+            continue
+    if pids:
+        say(f"  killed {len(pids)} container processes left in {top}")
+
+
 def _remove_cgroup_root(settings: NodeSettings) -> None:
     """The node's cgroups, deepest first: a cgroup folder goes once no process and no child is left in it."""
     for top in _cgroup_folders(settings):
@@ -269,6 +284,7 @@ def down(settings: NodeSettings, say: Callable[[str], None] = print) -> None:
     for name in ("kubelet", "kube-proxy", "coredns", "kube-scheduler", "kube-controller-manager"):
         _stop(settings, name, say)
     _remove_containers(settings)
+    _kill_pod_processes(settings, say)
     _stop(settings, "containerd", say)
     for shim in _our_shims(settings):
         say(f"  stopping containerd-shim (pid {shim.pid})")
