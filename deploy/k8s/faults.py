@@ -76,14 +76,15 @@ class Pods:
             raise CheckFailed(f"kubectl {' '.join(args[:3])} exited {done.returncode}: {done.stderr.strip()[-400:]}")
         return done.stdout
 
-    def running(self, selector: str) -> list[str]:
-        """The names of the pods with ``selector`` that run and are not being deleted."""
+    def running(self, selector: str) -> dict[str, str]:
+        """The pods with ``selector`` that run and are not being deleted: uid -> name (a restarted driver
+        keeps its name, not its uid)."""
         items = json.loads(self._kubectl("get", "pods", "-l", selector, "-o", "json"))["items"]
-        return sorted(
-            pod["metadata"]["name"]
+        return {
+            pod["metadata"]["uid"]: pod["metadata"]["name"]
             for pod in items
             if pod["status"].get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
-        )
+        }
 
     def kill(self, name: str) -> None:
         """Force-delete: the kubelet kills the pod's containers at once, as a lost node or an OOM kill would."""
@@ -117,34 +118,48 @@ def run(cluster: Cluster, pods: Pods, rate: float, duration: str, plan: Plan = P
     wait_for(f"the {APPLICATION} application running with {wanted} executors",
              lambda: pods.state() == "RUNNING" and len(pods.running(EXECUTOR_LABEL)) >= wanted, plan.recovery_s)
     before = wait_for_table(cluster.count, limits)
-    timeline, delivered = Timeline(), []
-    load = threading.Thread(target=lambda: delivered.append(cluster.load(rate, duration)), daemon=True)
+    timeline, delivered, failed = Timeline(), [], []
+
+    def load_once() -> None:
+        try:
+            delivered.append(cluster.load(rate, duration))
+        except CheckFailed as exc:
+            failed.append(exc)
+
+    load = threading.Thread(target=load_once, daemon=True)
     began = time.monotonic()
     load.start()
     timeline.add(0, f"load started: {rate:g} events/s for {duration}; {wanted} executors; click table at {before:,}")
 
-    time.sleep(max(0.0, plan.executor_at_s - (time.monotonic() - began)))
-    executors = pods.running(EXECUTOR_LABEL)
-    if not executors:
-        raise CheckFailed("no running executor to kill")
-    pods.kill(executors[0])
-    timeline.add(time.monotonic() - began, f"killed executor pod {executors[0]}")
-    took = wait_for("a new executor", lambda: len([p for p in pods.running(EXECUTOR_LABEL) if p != executors[0]])
+    def kill_at(at_s: float, selector: str, what: str) -> set[str]:
+        """Kill one running pod of ``selector`` at ``at_s`` into the load; the uids running before the kill."""
+        time.sleep(max(0.0, at_s - (time.monotonic() - began)))
+        running = pods.running(selector)
+        if not running:
+            raise CheckFailed(f"no running {what} to kill")
+        name = sorted(running.values())[0]
+        pods.kill(name)
+        timeline.add(time.monotonic() - began, f"killed {what} pod {name}")
+        return set(running)
+
+    def new(selector: str, old: set[str]) -> int:
+        return len(set(pods.running(selector)) - old)
+
+    old = kill_at(plan.executor_at_s, EXECUTOR_LABEL, "executor")
+    took = wait_for("a new executor", lambda: new(EXECUTOR_LABEL, old) >= 1 and len(pods.running(EXECUTOR_LABEL))
                     >= wanted, plan.recovery_s)
     timeline.add(time.monotonic() - began, f"{wanted} executors run again ({took:.0f} s after the kill)")
 
-    time.sleep(max(0.0, plan.driver_at_s - (time.monotonic() - began)))
-    drivers = pods.running(DRIVER_LABEL)
-    if not drivers:
-        raise CheckFailed("no running driver to kill")
-    pods.kill(drivers[0])
-    timeline.add(time.monotonic() - began, f"killed driver pod {drivers[0]}")
-    took = wait_for("the application restarted with its executors",
-                    lambda: pods.state() == "RUNNING" and bool(pods.running(DRIVER_LABEL))
-                    and len(pods.running(EXECUTOR_LABEL)) >= wanted, plan.recovery_s)
-    timeline.add(time.monotonic() - began, f"driver and {wanted} executors run again ({took:.0f} s after the kill)")
+    old_executors = set(pods.running(EXECUTOR_LABEL))
+    old_driver = kill_at(plan.driver_at_s, DRIVER_LABEL, "driver")
+    took = wait_for("the application restarted with new executors",
+                    lambda: pods.state() == "RUNNING" and new(DRIVER_LABEL, old_driver) >= 1
+                    and new(EXECUTOR_LABEL, old_executors) >= wanted, plan.recovery_s)
+    timeline.add(time.monotonic() - began, f"a new driver and {wanted} new executors run ({took:.0f} s after the kill)")
 
     load.join()
+    if failed:
+        raise failed[0]
     if not delivered or delivered[0] <= 0:
         raise CheckFailed("Locust delivered no events (kubectl -n lakehouse logs deploy/locust-master)")
     timeline.add(time.monotonic() - began, f"load ended: {delivered[0]:,} events delivered")

@@ -10,6 +10,7 @@ import pytest
 
 from deploy.k8s.end_to_end import CheckFailed
 from deploy.k8s.faults import exact, wait_for
+from tests.deploy.k8s.test_end_to_end import Clock
 
 
 def test_exactly_the_delivered_events_pass():
@@ -22,17 +23,6 @@ def test_a_lost_event_fails_and_says_how_many():
 
 def test_a_duplicated_batch_fails_and_says_how_many():
     assert "500 duplicated" in exact(before=1_000, after=31_500, delivered=30_000)
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def test_recovery_is_timed_and_a_kubectl_failure_on_the_way_is_retried():
