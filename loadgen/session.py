@@ -36,13 +36,17 @@ def pacer() -> Pacer:
 
 
 def _profile(environment):
-    opts = environment.parsed_options
-    target = float(opts.event_rate)
-    shape = environment.shape_class
-    if shape is not None and hasattr(shape, "rate_at"):
-        duration = float(opts.run_time or 60)
-        return lambda seconds: shape.rate_at(seconds, target, duration)
-    return lambda _seconds: target
+    """The rate at each moment, read from the options at that moment: a swarm started from the web UI or
+    ``loadgen.swarm`` sets ``event_rate`` after this process started (the master passes it to its workers)."""
+
+    def rate(seconds: float) -> float:
+        opts = environment.parsed_options
+        shape = environment.shape_class
+        if shape is not None and hasattr(shape, "rate_at"):
+            return shape.rate_at(seconds, float(opts.event_rate), float(opts.run_time or 60))
+        return float(opts.event_rate)
+
+    return rate
 
 
 class LocustStatsCollector(Collector):

@@ -124,6 +124,10 @@ def kubelet_config(settings: NodeSettings) -> dict:
         "podLogsDir": str(settings.run_dir / "pod-logs"),
         "serializeImagePulls": False,
         "evictionHard": EVICTION_HARD,
+        # No image GC (as on kind's nodes): every image was loaded by hand and none can be pulled again. The
+        # kubelet reckons the shared disk's usage as capacity minus what is available to it, the filesystem's
+        # reserve included, and it removed the pause image: no pod could start after that.
+        "imageGCHighThresholdPercent": 100,
         "maxPods": 60,
     }
 
