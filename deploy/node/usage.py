@@ -16,7 +16,7 @@ from deploy.k8s import budget
 from deploy.node import cluster
 from deploy.node.settings import NodeSettings
 
-MEMORY_CGROUP = Path("/sys/fs/cgroup/memory/kubepods")
+MEMORY = Path("/sys/fs/cgroup/memory")
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,10 @@ class PodUsage:
     limit_mib: float | None
 
 
-def _pod_cgroup(uid: str, qos: str) -> Path:
-    tier = {"Guaranteed": MEMORY_CGROUP, "Burstable": MEMORY_CGROUP / "burstable"}.get(qos, MEMORY_CGROUP / "besteffort")
+def _pod_cgroup(settings: NodeSettings, uid: str, qos: str) -> Path:
+    """The pod's memory cgroup under the kubelet's cgroup root (the node's own)."""
+    pods = MEMORY / settings.cgroup_root.strip("/") / "kubepods"
+    tier = {"Guaranteed": pods, "Burstable": pods / "burstable"}.get(qos, pods / "besteffort")
     return tier / f"pod{uid}"
 
 
@@ -39,7 +41,7 @@ def pods_usage(settings: NodeSettings) -> list[PodUsage]:
     for pod in json.loads(listed.stdout)["items"]:
         if pod["status"].get("phase") != "Running":
             continue
-        folder = _pod_cgroup(pod["metadata"]["uid"], pod["status"].get("qosClass", ""))
+        folder = _pod_cgroup(settings, pod["metadata"]["uid"], pod["status"].get("qosClass", ""))
         if not folder.is_dir():
             continue
         stat = dict(line.split() for line in (folder / "memory.stat").read_text().splitlines())
