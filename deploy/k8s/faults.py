@@ -112,12 +112,30 @@ def wait_for(what: str, ready: Callable[[], bool], limit_s: float, sleep=time.sl
     raise CheckFailed(f"{what}: not within {limit_s:.0f} s{last} (kubectl -n lakehouse get pods,sparkapplications)")
 
 
+def settled_count(count: Callable[[], int], limits: Limits, sleep=time.sleep, clock=time.monotonic) -> int:
+    """The click table's count once two counts ``2 x interval_s`` apart agree: rows of an earlier load still
+    arriving would otherwise count as this load's (a false duplicate, or a loss of their size unseen)."""
+    began, last = clock(), None
+    while clock() - began < limits.table_wait_s:
+        try:
+            now = count()
+        except CheckFailed:
+            now = None
+        if now is not None and now == last:
+            return now
+        last = now
+        sleep(2 * limits.interval_s)
+    raise CheckFailed(f"the click table's count did not settle within {limits.table_wait_s:.0f} s (last {last}): "
+                      "is a load still running? (kubectl -n lakehouse logs deploy/locust-master)")
+
+
 def run(cluster: Cluster, pods: Pods, rate: float, duration: str, plan: Plan = Plan(),
         limits: Limits = Limits(count_wait_s=600)) -> str:
     wanted = pods.executors_wanted()
     wait_for(f"the {APPLICATION} application running with {wanted} executors",
              lambda: pods.state() == "RUNNING" and len(pods.running(EXECUTOR_LABEL)) >= wanted, plan.recovery_s)
-    before = wait_for_table(cluster.count, limits)
+    wait_for_table(cluster.count, limits)
+    before = settled_count(cluster.count, limits)
     timeline, delivered, failed = Timeline(), [], []
 
     def load_once() -> None:
@@ -134,6 +152,8 @@ def run(cluster: Cluster, pods: Pods, rate: float, duration: str, plan: Plan = P
     def kill_at(at_s: float, selector: str, what: str) -> set[str]:
         """Kill one running pod of ``selector`` at ``at_s`` into the load; the uids running before the kill."""
         time.sleep(max(0.0, at_s - (time.monotonic() - began)))
+        if not load.is_alive():  # a kill after the load proves nothing about recovering under it
+            raise CheckFailed(f"the load ended before the {what} pod was killed: give it a longer --duration")
         running = pods.running(selector)
         if not running:
             raise CheckFailed(f"no running {what} to kill")

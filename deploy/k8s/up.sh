@@ -23,7 +23,8 @@ if [ "$target" = node ] && [ -z "${LAKEHOUSE_NODE_INSIDE:-}" ]; then
     # Built here, on the host's network (debootstrap reaches Debian's mirror; inside the node nothing does):
     # the stand-ins, and the base images both Dockerfiles are given below (inside, they are found built).
     mkdir -p .run && node standins > .run/node-standins.yaml
-    node build-args lakehouse > /dev/null && node build-args operator > /dev/null
+    node build-args lakehouse > /dev/null
+    node build-args operator > /dev/null
     exec .venv/bin/python -m deploy.node exec -- env LAKEHOUSE_NODE_INSIDE=1 bash "$0" "$@"
   fi
 fi

@@ -237,7 +237,12 @@ _CGROUPS = Path("/sys/fs/cgroup")
 def _cgroup_folders(settings: NodeSettings) -> list[Path]:
     """The node's cgroup root on each mounted controller (cgroup v1: one hierarchy per folder; aliases such
     as ``cpu`` for ``cpu,cpuacct`` are links and left out)."""
-    return [c / settings.cgroup_root.strip("/") for c in sorted(_CGROUPS.iterdir()) if c.is_dir() and not c.is_symlink()]
+    own = settings.cgroup_root.strip("/")
+    if not own or "/" in own:  # never the hierarchy's root, never someone else's subtree
+        raise NodeError(f"the node's cgroup root {settings.cgroup_root!r} must be one folder name")
+    if (_CGROUPS / "cgroup.controllers").exists():
+        raise NodeError("this machine runs cgroup v2 alone; the node runs its kubelet on cgroup v1 (cgroupfs)")
+    return [c / own for c in sorted(_CGROUPS.iterdir()) if c.is_dir() and not c.is_symlink()]
 
 
 def _create_cgroup_root(settings: NodeSettings) -> None:
@@ -254,19 +259,31 @@ def _create_cgroup_root(settings: NodeSettings) -> None:
 def _kill_pod_processes(settings: NodeSettings, say: Callable[[str], None]) -> None:
     """Every process still in the node's pod cgroups: containerd may be down, or have lost a container,
     and a container's processes outlive their shim (they are re-parented, not killed)."""
-    top = _CGROUPS / "pids" / settings.cgroup_root.strip("/") / "kubepods"
-    pids = {int(line) for tasks in (top.rglob("cgroup.procs") if top.is_dir() else ())
-            for line in tasks.read_text().split()}
-    for pid in sorted(pids):
-        try:
-            psutil.Process(pid).kill()
-        except psutil.Error:
-            continue
-    if pids:
-        say(f"  killed {len(pids)} container processes left in {top}")
+    top = next((f for f in _cgroup_folders(settings) if f.parent.name == "pids"), None)
+    top = top / "kubepods" if top is not None else None
+    killed: set[int] = set()
+    deadline = time.monotonic() + 10
+    while top is not None and top.is_dir() and time.monotonic() < deadline:
+        pids: set[int] = set()
+        for tasks in top.rglob("cgroup.procs"):
+            try:
+                pids.update(int(line) for line in tasks.read_text().split())
+            except OSError:  # the cgroup went while it was read
+                continue
+        if not pids:
+            break
+        for pid in pids - killed:
+            try:
+                psutil.Process(pid).kill()
+            except psutil.Error:
+                continue
+        killed |= pids
+        time.sleep(0.2)  # until they have exited: a cgroup with a process in it cannot be removed
+    if killed:
+        say(f"  killed {len(killed)} container processes left in {top}")
 
 
-def _remove_cgroup_root(settings: NodeSettings) -> None:
+def _remove_cgroup_root(settings: NodeSettings, say: Callable[[str], None]) -> None:
     """The node's cgroups, deepest first: a cgroup folder goes once no process and no child is left in it."""
     for top in _cgroup_folders(settings):
         if not top.is_dir():
@@ -275,8 +292,10 @@ def _remove_cgroup_root(settings: NodeSettings) -> None:
         for folder in [*folders, top]:
             try:
                 folder.rmdir()
-            except OSError:
+            except FileNotFoundError:
                 pass
+            except OSError as exc:
+                say(f"  warning: the node's cgroup {folder} stays: {exc.strerror}")
 
 
 def down(settings: NodeSettings, say: Callable[[str], None] = print) -> None:
@@ -292,7 +311,7 @@ def down(settings: NodeSettings, say: Callable[[str], None] = print) -> None:
     for name in ("kube-apiserver", "etcd"):
         _stop(settings, name, say)
     images.stop_docker(settings)
-    _remove_cgroup_root(settings)
+    _remove_cgroup_root(settings, say)
     namespaces.remove(settings)
     # The pods are gone, so are their addresses.
     ipam = settings.run_dir / "cni" / "ipam"

@@ -127,7 +127,7 @@ def remove(settings: NodeSettings) -> None:
         _run("ip", "netns", "delete", settings.name)
     netns_folder = settings.netns_path.parent
     if netns_folder.is_dir() and not any(netns_folder.iterdir()) and _is_mount_point(netns_folder):
-        _run("umount", str(netns_folder))
+        subprocess.run(["umount", str(netns_folder)], capture_output=True)  # best effort: busy, it stays
     for name in PRIVATE_PATHS.values():
         shutil.rmtree(_private_folder(settings, name), ignore_errors=True)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from pathlib import Path
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from lakehouse.settings import REPO_ROOT
@@ -22,7 +23,7 @@ class NodeSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="LAKEHOUSE_NODE__", extra="forbid")
 
-    name: str = "lakehouse-node"
+    name: str = Field("lakehouse-node", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
     """The node's name, its network namespace's and its kubeconfig context's."""
     address: IPv4Interface = IPv4Interface("10.250.0.2/24")
     """The node's IP on a bridge inside its namespace (the kubelet needs one that is not loopback)."""

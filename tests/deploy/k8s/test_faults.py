@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.k8s.end_to_end import CheckFailed
-from deploy.k8s.faults import exact, wait_for
+from deploy.k8s.end_to_end import CheckFailed, Limits
+from deploy.k8s.faults import exact, settled_count, wait_for
 from tests.deploy.k8s.test_end_to_end import Clock
 
 
@@ -45,3 +45,21 @@ def test_a_pod_that_never_comes_back_fails_the_check_naming_the_last_error():
 
     with pytest.raises(CheckFailed, match="a new executor: not within 30 s.*forbidden"):
         wait_for("a new executor", ready, 30, sleep=clock.sleep, clock=clock)
+
+
+def test_the_starting_count_waits_for_an_earlier_load_to_land_and_retries_a_failed_count():
+    clock, counts = Clock(), [100, 250, CheckFailed("Trino restarting"), 400, 400]
+
+    def count() -> int:
+        answer = counts.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert settled_count(count, Limits(table_wait_s=300, interval_s=5), sleep=clock.sleep, clock=clock) == 400
+
+
+def test_a_count_that_keeps_growing_fails_the_check_instead_of_starting_from_it():
+    clock, rows = Clock(), iter(range(0, 10**6, 100))
+    with pytest.raises(CheckFailed, match="did not settle"):
+        settled_count(lambda: next(rows), Limits(table_wait_s=60, interval_s=5), sleep=clock.sleep, clock=clock)
