@@ -10,17 +10,7 @@ import pytest
 
 from deploy.k8s.end_to_end import CheckFailed, Cluster, Limits, parse_delivered, wait_for_table, wait_until_counted
 from deploy.k8s.validate import render
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
+from tests.support.clock import Clock
 
 
 def answers(*script):

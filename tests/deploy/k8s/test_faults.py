@@ -10,7 +10,7 @@ import pytest
 
 from deploy.k8s.end_to_end import CheckFailed, Limits
 from deploy.k8s.faults import exact, settled_count, wait_for
-from tests.deploy.k8s.test_end_to_end import Clock
+from tests.support.clock import Clock
 
 
 def test_exactly_the_delivered_events_pass():
