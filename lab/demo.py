@@ -28,7 +28,6 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from deploy.local.services.mariadb import connect as mariadb_connect
 from deploy.local.stack import LocalStack
 from lab.bench import freshness
 from lab.bench.ingest import warm_up
@@ -37,6 +36,7 @@ from lab.system_jobs import RunningSystem
 from lab.trino_session import CliResult, product_price, run_cli, seed_statements
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings, results_path
+from lakehouse.source_database import connect as mariadb_connect
 from loadgen.db_changes import STORY_PRODUCT_ID
 from loadgen.run import command, expected_events, read_result
 from pipeline.clicks.evolving_batch import HISTORY_PROPERTY

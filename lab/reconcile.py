@@ -12,14 +12,14 @@ import time
 
 from lab.time_limit import Stopped, within_limit
 from lakehouse.settings import Settings
-from pipeline.cdc.capture import connect
+from pipeline.cdc.capture import cdc_connection
 
 Rows = dict[str, list[tuple]]
 
 
 def source_rows(s: Settings) -> Rows:
     """Every product and member row in the source database, canonical form."""
-    with connect(s) as conn, conn.cursor() as cur:
+    with cdc_connection(s) as conn, conn.cursor() as cur:
         cur.execute("SET time_zone = '+00:00'")
         cur.execute("SELECT productId, name, description, CAST(product_price AS CHAR), "
                     "CAST(ROUND(UNIX_TIMESTAMP(update_time) * 1000) AS SIGNED) FROM products ORDER BY 1")
@@ -98,7 +98,7 @@ def member_fingerprints(s: Settings, engines: tuple[str, ...]) -> dict[str, tupl
     changes a sum (each benchmark change writes a distinct ``bench:<ms>`` mark).
     """
     out: dict[str, tuple] = {}
-    with connect(s) as conn, conn.cursor() as cur:
+    with cdc_connection(s) as conn, conn.cursor() as cur:
         cur.execute("SELECT COUNT(*), SUM(CHAR_LENGTH(userid)), SUM(memberLevel), SUM(CASE WHEN show_params LIKE "
                     "'bench:%' THEN CAST(SUBSTR(show_params, 7) AS SIGNED) ELSE 0 END), SUM(CHAR_LENGTH(name)) "
                     "FROM user_member")
@@ -113,7 +113,7 @@ def member_sample_differences(s: Settings, keys: list[str], engines: tuple[str, 
     if not keys:
         return {}
     listed = ", ".join(f"'{k}'" for k in keys)
-    with connect(s) as conn, conn.cursor() as cur:
+    with cdc_connection(s) as conn, conn.cursor() as cur:
         cur.execute(f"SELECT userid, name, show_params, memberLevel FROM user_member WHERE userid IN ({listed})")
         source = {tuple(r) for r in cur.fetchall()}
     sql = f"SELECT userid, name, show_params, member_level FROM {s.catalog.members_table} WHERE userid IN ({listed})"

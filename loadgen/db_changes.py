@@ -12,7 +12,8 @@ from decimal import Decimal
 
 import pymysql
 
-from lakehouse.settings import Settings, secret
+from lakehouse.settings import Settings
+from lakehouse.source_database import connect
 from loadgen.key_space import SEED_MEMBER_IDS
 
 SEED_PRODUCT_IDS = tuple(str(i) for i in range(1, 10))
@@ -27,9 +28,7 @@ class ShopChanges:
         m = settings.mariadb
         self.rng = rng
         self.key_space = key_space
-        self.conn = pymysql.connect(host=m.host, port=m.port, user=m.app_user, database=m.database,
-                                    password=secret(m.app_password, "mariadb.app_password"), autocommit=True,
-                                    connect_timeout=5)
+        self.conn = connect(settings, user=m.app_user, database=m.database)
         self.choices = [
             (40, "update product price", self.update_price),
             (30, "update member level", self.update_member_level),

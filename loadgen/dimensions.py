@@ -2,8 +2,8 @@
 
 The seed holds 9 products and 5 members; a shop that copies this deployment has millions.
 ``load_dimensions`` fills ``user_member`` and ``products`` with generated rows through
-``LOAD DATA LOCAL INFILE`` (one tab-separated file per chunk of a million rows): measured in
-docs/cdc.md, about ten times the rate of multi-row INSERTs built in Python. Keys are numeric
+``LOAD DATA LOCAL INFILE`` (one tab-separated file per chunk of a million rows), far faster
+than multi-row INSERTs built in Python (docs/cdc.md). Keys are numeric
 strings like the seed's, in ranges the seed does not use, so ``member_key(i)`` and
 ``product_key(i)`` (``loadgen.key_space``) name the i-th generated row for every other generator (the CDC benchmark's
 updates, the click generator's ``uid`` and ``productId``). Loading again skips the rows that
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pymysql
 
-from deploy.local.services.mariadb import connect
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
+from lakehouse.source_database import connect
 from loadgen.key_space import MEMBER_BASE, PRODUCT_BASE, KeySpace, member_key, product_key
 
 __all__ = ["LoadResult", "check_loaded", "load_table", "member_key", "product_key"]

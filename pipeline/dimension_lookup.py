@@ -4,12 +4,12 @@ Seed 001's lookup join (``lookup.cache.max-rows``, ``lookup.cache.ttl``), chosen
 against the alternatives (``lakehouse bench enrichment``, 10 M members, batches of 10,000 keys,
 docs/performance.md):
 
-- the whole table in a dictionary, as for the seed's tables: 10 s to read at each refresh,
-  778 MiB held, 124 MiB pickled to every Python worker each time;
-- the batch's keys joined with the Iceberg table (DuckDB): 0.94 s a batch. Changes land on
-  random keys, so every file spans the whole key range and each batch reads every row group;
-- the keys by primary key from the source database: 0.08 s a batch (0.66 s while its page
-  cache, ``mariadb.buffer_pool_mb``, was smaller than the table).
+- the whole table in a dictionary, as for the seed's tables: seconds to read at each refresh,
+  hundreds of MiB held, and a large pickle sent to every Python worker each time;
+- the batch's keys joined with the Iceberg table (DuckDB): changes land on random keys, so
+  every file spans the whole key range and each batch reads every row group;
+- the keys by primary key from the source database (the fastest by far, as long as its page
+  cache, ``mariadb.buffer_pool_mb``, holds the table).
 
 Each Python worker keeps one connection and one cache per dimension (``KeyLookup``): at most
 ``cache_rows`` keys, each at most ``ttl_s`` old, unknown keys included (a tenth of the seed's
@@ -27,6 +27,7 @@ import pymysql
 from cachetools import TTLCache
 
 from lakehouse.errors import TransientError
+from lakehouse.source_database import open_connection
 
 #: keys asked in one statement
 CHUNK = 1_000
@@ -106,8 +107,8 @@ class KeyLookup:
     def _connection(self) -> pymysql.connections.Connection:
         if self._conn is None:
             s = self.spec
-            self._conn = pymysql.connect(host=s.host, port=s.port, user=s.user, password=s.password,
-                                         database=s.database, connect_timeout=5, read_timeout=30, autocommit=True)
+            self._conn = open_connection(host=s.host, port=s.port, user=s.user, password=s.password,
+                                         database=s.database, read_timeout=30)
         return self._conn
 
     def _close(self) -> None:
@@ -134,8 +135,8 @@ def lookup(spec: LookupSpec, keys: Iterable[str]) -> dict[str, tuple | None]:
 
 def source_rows(spec: LookupSpec) -> int:
     """The database's estimate of the rows in the spec's table (InnoDB's statistics: no scan)."""
-    with pymysql.connect(host=spec.host, port=spec.port, user=spec.user, password=spec.password,
-                         connect_timeout=5, read_timeout=10) as conn, conn.cursor() as cur:
+    with open_connection(host=spec.host, port=spec.port, user=spec.user, password=spec.password,
+                         read_timeout=10) as conn, conn.cursor() as cur:
         cur.execute("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
                     (spec.database, spec.table))
         row = cur.fetchone()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deploy.local.services.broker import Broker
-from deploy.local.services.mariadb import connect, create_source_database
+from deploy.local.services.mariadb import create_source_database
 from lab.bench.freshness import first_visible, quantiles
 from lab.bench.ingest import commit_rate
 from lab.bench.scratch import discard
@@ -32,6 +32,7 @@ from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 from lakehouse.settings_env import settings_env
+from lakehouse.source_database import connect
 from pipeline.cdc.apply import DimensionApplyJob
 from pipeline.cdc.checkpoints import read_checkpoint
 from pipeline.runner import run_loop

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from deploy.local.services.mariadb import connect
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
+from lakehouse.source_database import connect
 from loadgen.key_space import KeySpace
 from queries.duckdb_engine import connect as duckdb_connect
 

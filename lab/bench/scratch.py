@@ -12,10 +12,10 @@ import logging
 from urllib.parse import urlparse
 
 from deploy.local.services.broker import admin_client
-from deploy.local.services.mariadb import connect
 from deploy.local.services.object_store import s3_client
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
+from lakehouse.source_database import connect
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ from decimal import Decimal
 
 from confluent_kafka import TopicPartition
 
-from deploy.local.services.mariadb import connect as mariadb_connect
 from lakehouse import kafka_clients
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
+from lakehouse.source_database import connect as mariadb_connect
 from pipeline.kafka_source.offsets import committed_offsets
 
 HEARTBEAT_ID = "chaos-heartbeat"

@@ -40,6 +40,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from lakehouse import kafka_clients
 from lakehouse.errors import FatalError, TransientError, retried
 from lakehouse.settings import Settings, secret
+from lakehouse.source_database import connect
 from pipeline import metrics
 from pipeline.cdc import envelope as env
 from pipeline.cdc import gtid as gtids
@@ -79,11 +80,9 @@ class BrokerUnacknowledged(TransientError):
     """Kafka did not confirm published changes in time (the broker is down or restarting)."""
 
 
-def connect(settings: Settings, **extra):
-    m = settings.mariadb
-    return pymysql.connect(host=m.host, port=m.port, user=m.cdc_user, database=m.database,
-                           password=secret(m.cdc_password, "mariadb.cdc_password"), autocommit=True,
-                           connect_timeout=5, **extra)
+def cdc_connection(settings: Settings, **extra):
+    """A connection as the capture's user, to the captured database."""
+    return connect(settings, user=settings.mariadb.cdc_user, database=settings.mariadb.database, **extra)
 
 
 #: statements logged inside a transaction, not at its end: a checkpoint there would resume mid-transaction
@@ -111,7 +110,7 @@ class Capture:
         self._uncounted: dict[tuple[str, str], int] = {}  # published, not yet added to CDC_EVENTS
         self._topics: dict[str, str] = {}
         self.accept_ddl = accept_ddl
-        with connect(settings) as conn, conn.cursor() as cur:
+        with cdc_connection(settings) as conn, conn.cursor() as cur:
             cur.execute("SELECT VERSION()")
             self.connector = gtids.dialect(cur.fetchone()[0])
             now = read_schemas(cur, self.db, self.tables)
@@ -129,7 +128,7 @@ class Capture:
         return {table: schema.key for table, schema in self.ddl.schemas.items()}
 
     def _read_schemas(self, tables: list[str]):
-        with connect(self.settings) as conn, conn.cursor() as cur:
+        with cdc_connection(self.settings) as conn, conn.cursor() as cur:
             return read_schemas(cur, self.db, tables)
 
     def publish_schema(self, record: SchemaRecord) -> None:
@@ -195,7 +194,7 @@ class Capture:
     # -- snapshot -------------------------------------------------------------------------
     def snapshot(self) -> dict:
         """Publish every row as op 'r' from one consistent read; return the position to stream from."""
-        with connect(self.settings, conv=env.SNAPSHOT_CONVERSIONS) as conn, conn.cursor() as cur:
+        with cdc_connection(self.settings, conv=env.SNAPSHOT_CONVERSIONS) as conn, conn.cursor() as cur:
             file, pos, gtid_set = open_consistent_read(cur, gtids.snapshot_set_query(self.connector))
             schemas = read_schemas(cur, self.db, self.tables)  # no DDL can run under the snapshot's read lock
             for record in snapshot_records(schemas, file, pos):

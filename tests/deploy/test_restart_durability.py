@@ -9,9 +9,9 @@ from confluent_kafka.admin import NewTopic
 from tenacity import retry, stop_after_delay, wait_fixed
 
 from deploy.local.services.broker import admin_client
-from deploy.local.services.mariadb import connect as mariadb_connect
 from deploy.local.services.object_store import s3_client
 from lakehouse.catalog import pyiceberg_catalog
+from lakehouse.source_database import connect as mariadb_connect
 from tests.support.kafka import consume_all
 
 

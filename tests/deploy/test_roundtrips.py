@@ -7,8 +7,8 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from deploy.local.services.mariadb import connect as mariadb_connect
 from deploy.local.services.object_store import s3_client
+from lakehouse.source_database import connect as mariadb_connect
 from tests.support.kafka import consume_all
 
 

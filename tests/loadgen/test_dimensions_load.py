@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from deploy.local.services.mariadb import connect, create_source_database
+from deploy.local.services.mariadb import create_source_database
+from lakehouse.source_database import connect
 from loadgen.dimensions import load_table, member_key, product_key
 
 

@@ -13,7 +13,7 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from deploy.local.services.broker import admin_client
-from deploy.local.services.mariadb import connect as mariadb_connect
+from lakehouse.source_database import connect as mariadb_connect
 from loadgen.run import expected_events, parse_duration, read_summary, run
 from pipeline.clicks.validate import Limits, classify
 from tests.support.kafka import consume_all

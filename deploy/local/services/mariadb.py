@@ -12,23 +12,10 @@ from deploy.local.processes import chown_for
 from deploy.local.services.base import Service
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings, secret
+from lakehouse.source_database import connect, open_connection
 
 SCHEMA_SQL = Path(__file__).resolve().parent.parent / "sql" / "shop_schema.sql"
 _SBIN = ("/usr/sbin",)
-
-
-def connect(settings: Settings, user: str = "root", database: str | None = None, timeout: int = 3, **extra):
-    """A PyMySQL connection over TCP (root uses the socket until its password is set); ``extra`` to PyMySQL."""
-    m = settings.mariadb
-    passwords = {
-        "root": (m.root_password, "mariadb.root_password"),
-        m.cdc_user: (m.cdc_password, "mariadb.cdc_password"),
-        m.app_user: (m.app_password, "mariadb.app_password"),
-    }
-    return pymysql.connect(
-        host=m.host, port=m.port, user=user, password=secret(*passwords[user]),
-        database=database, connect_timeout=timeout, autocommit=True, **extra,
-    )
 
 
 def apply_schema(cur, database: str) -> None:
@@ -97,7 +84,7 @@ class MariaDB(Service):
         return [str(system_binary("mariadbd", "mariadb-server", _SBIN)), f"--defaults-file={self.defaults_file}"]
 
     def _socket_root(self):
-        return pymysql.connect(unix_socket=str(self.socket), user="root", password="", connect_timeout=2, autocommit=True)
+        return open_connection(unix_socket=str(self.socket), user="root", password="", timeout=2)
 
     def ready(self) -> bool:
         for attempt in (lambda: connect(self.settings, timeout=2), self._socket_root):
