@@ -8,10 +8,16 @@ Checked: Markdown links to local files, and `backticked` tokens that start with 
 repository's top-level folders (``pipeline/cdc/apply.py``, ``docs/cdc.md``); a token may
 name a Python object after the file (``pipeline/cdc/fold.py:fold`` is read as the file).
 Generated paths (``results/…``, ``.run/…``, ``.tools/…``) and globs are not checked.
+
+It also flags product code whose docstrings, or whose settings' and options' help texts, quote
+measured figures or dates (a decimal time or share, a rate, a percentile's value, a before ->
+after, a calendar date): the code says what it does and why; what it measured when, and on
+which machine, lives in docs/, where a newer run can replace it.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from pathlib import Path
@@ -58,14 +64,55 @@ def problems(root: Path = ROOT) -> list[str]:
     return out
 
 
+PRODUCT = ("lakehouse", "cli", "deploy", "loadgen", "pipeline", "queries")
+MEASURED = re.compile(r"\b20\d\d-\d\d-\d\d\b"  # a date
+                      r"|\b\d+\.\d+ ?(?:s|ms|%)(?![\w/])"  # a measured time or share: 0.65 s, 3.5 %
+                      r"|\b\d[\d,]* ?(?:events|rows|changes)/s\b"  # a rate
+                      r"|\bp(?:50|95|99) (?:of )?\d"  # a percentile's value
+                      r"|\d ?(?:s )?-> ?\d")  # before -> after
+
+
+def _texts(tree: ast.AST):
+    """(line, text) of every docstring and every ``description=`` / ``help=`` string literal."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            doc = ast.get_docstring(node, clean=False)
+            if doc:
+                yield getattr(node, "lineno", 1), doc
+        elif isinstance(node, ast.keyword) and node.arg in ("description", "help"):
+            try:
+                text = ast.literal_eval(node.value)
+            except ValueError:  # an f-string or a name: not a literal
+                continue
+            if isinstance(text, str):
+                yield node.value.lineno, text
+
+
+def figures_in_code(root: Path = ROOT) -> list[str]:
+    """``file:line: the figure`` for each docstring or help text of the product that quotes a measurement."""
+    out = []
+    for package in PRODUCT:
+        for source in sorted((root / package).rglob("*.py")):
+            for line, text in _texts(ast.parse(source.read_text())):
+                match = MEASURED.search(text)
+                if match:
+                    context = " ".join(text[max(0, match.start() - 40):match.end() + 20].split())
+                    out.append(f"{source.relative_to(root)}:{line}: {context!r}")
+    return out
+
+
 def main() -> int:
     found = problems()
     for line in found:
         print(f"docs quote a path that does not exist: {line}", file=sys.stderr)
+    figures = figures_in_code()
+    for line in figures:
+        print(f"a docstring or help text quotes a measured figure or a date (say it in docs/): {line}",
+              file=sys.stderr)
     headline = stale()
     if headline:
         print(headline, file=sys.stderr)
-    return 1 if found or headline else 0
+    return 1 if found or figures or headline else 0
 
 
 if __name__ == "__main__":

@@ -18,9 +18,9 @@ class PipelineSettings(BaseModel):
     trigger_seconds: float = Field(
         1.0, gt=0,
         description="Micro-batch interval of the Kafka-reading jobs: a batch starts at most this often, back to "
-                    "back when one takes longer. Freshness is about one interval plus one batch: at 1 s the click "
-                    "table stays under 2 s at 10,000 events/s on 2 cores (docs/benchmarks.md). Each batch is one "
-                    "commit per table; maintenance merges the small files.")
+                    "back when one takes longer. Freshness is about one interval plus one batch (what each interval "
+                    "gives: docs/benchmarks.md). Each batch is one commit per table; maintenance merges the small "
+                    "files.")
     max_records_per_partition: int = Field(200_000, ge=1, description="Back-pressure cap per partition per batch.")
     cdc_max_records: int = Field(
         200_000, ge=1, description="The CDC apply's cap per partition per batch: what one commit applies at most (an "
@@ -85,9 +85,8 @@ class PipelineSettings(BaseModel):
                                "the click job (`run pipeline`) a batch starts at each click commit.")
     dims_trigger_seconds: float = Field(
         2.0, gt=0, description="Micro-batch interval of the dimension apply. Each batch is one Spark job and one "
-                               "commit per table: at 1 s the apply took a quarter of a core more at 20 changes/s "
-                               "than at 2 s, which the whole system on 2 cores paid in click freshness "
-                               "(docs/benchmarks.md); apply freshness p95 stays near 2.5 s.")
+                               "commit per table, so a shorter interval costs CPU even at a trickle of changes, "
+                               "which a small machine pays in click freshness (docs/benchmarks.md).")
     aggregate_on_snapshot_expired: Literal["rebuild", "fail"] = Field(
         "rebuild", description="When the live aggregates' position was expired by maintenance: recompute the "
                                "aggregates from the whole table, or stop with an error.")
@@ -103,11 +102,11 @@ class MaintenanceSettings(BaseModel):
     interval_seconds: float = Field(60.0, gt=0, description="Seconds between maintenance passes over the tables.")
     target_file_mb: int = Field(
         512, ge=1, description="Size merges aim for (Iceberg's own default). Files from 3/4 of it up are final "
-                               "and stay put; at 2,000 events/s a day-partition (~6 GB) ends as ~12 of them.")
+                               "and stay put (docs/maintenance.md).")
     small_file_mb: float = Field(
         2.0, gt=0, description="Data files below this count as small: the writers' seconds-level files, and "
-                               "nothing a compaction writes (at 2,000 events/s a minute's compaction output "
-                               "is ~4 MB; at 8 MB half the outputs were small and got compacted twice).")
+                               "nothing a compaction writes (set too high, a compaction's own outputs count as "
+                               "small and get compacted twice: docs/maintenance.md).")
     compact_small_files: int = Field(
         16, ge=2, description="Compact a partition's small files into one once it holds this many.")
     compact_medium_files: int = Field(
@@ -149,13 +148,12 @@ class MaintenanceSettings(BaseModel):
         Each bound is the one below times ``compact_medium_files`` / 2: a merge takes at least
         that many files of at least the tier's lower bound, and half of their size (sorting
         compresses better than the inputs did) is where the tier ends, so a merge's output is
-        never merged again at its own tier. Two tiers (small, medium) as before kept merge
-        outputs (~40 MB every 9 minutes at 2,000 events/s) forever: ~200 files in a day-partition
-        by midnight. With tiers up to the final size a partition holds the writers' latest
-        small files, fewer than ``compact_medium_files`` files per tier and its final files, and
-        every byte is rewritten once per tier it passes through (a day simulated with the
-        soak's sizes: at most 56 files, 3.4 bytes rewritten per byte written;
-        tests/pipeline/maintenance/test_maintenance_plan.py).
+        never merged again at its own tier. With only a small and a medium tier, the medium
+        merges' outputs were never merged again and piled up in a day-partition until midnight.
+        With tiers up to the final size a partition holds the writers' latest small files, fewer
+        than ``compact_medium_files`` files per tier and its final files, and every byte is
+        rewritten once per tier it passes through (a simulated day:
+        tests/pipeline/maintenance/test_maintenance_plan.py; its figures in docs/maintenance.md).
         """
         final = self.final_file_bytes
         bounds = [min(self.small_file_bytes, final)]

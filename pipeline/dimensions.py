@@ -3,9 +3,8 @@
 The dimension tables are small and change through CDC. The click job keeps a snapshot of
 them as plain dictionaries in a Spark broadcast variable, and the Python task that parses
 a batch also looks its events up there (``enrich_batch``): no join in the JVM plan, so a
-batch's write is a projection of what the parse produced. Measured at 20,000 events a
-batch, the two broadcast joins this replaces cost 0.35 s of every batch, and re-reading
-the tables inside a batch 0.6 s every ``dimension_refresh_seconds`` (docs/performance.md).
+batch's write is a projection of what the parse produced. Two broadcast joins in the plan,
+and re-reading the tables inside a batch, cost more of every batch (docs/performance.md).
 
 So with a refresh interval the snapshot is re-read by a thread of its own and swapped in
 whole; a batch takes whichever snapshot is current when it starts, and an event is

@@ -3,10 +3,9 @@
 Every task a Python worker runs (``mapInArrow``, UDFs) starts with
 ``importlib.invalidate_caches()``. From Python 3.10 to 3.11 that makes each zip importer on
 ``sys.path`` re-read its archive's directory at once, and Spark puts three archives there:
-``pyspark.zip``, py4j's zip and the spark-core jar (5,221 entries). Measured on the 2-core
-machine: 0.19 s per task, so an identity ``mapInArrow`` over three partitions took 0.54 s
-instead of 0.22 s, in every micro-batch of every job (docs/performance.md). Python 3.12
-made the re-read lazy (CPython issue 103200); pyspark 4.1.4 still calls it for every task
+``pyspark.zip``, py4j's zip and the spark-core jar, thousands of entries. That is paid per
+task, in every micro-batch of every job (what it costs: docs/performance.md). Python 3.12
+made the re-read lazy (CPython issue 103200); pyspark 4.1 still calls it for every task
 (``pyspark.worker_util.setup_spark_files``), and the project runs Python 3.11.
 
 The archives Spark puts on the worker's path never change while a worker lives, so the
@@ -16,8 +15,8 @@ a zip added by a task (``--py-files``) still gets an importer of its own when fi
 
 The daemon also imports the modules the pipeline's tasks unpickle (``pipeline.clicks.job``,
 ``pipeline.cdc.apply`` and what they import: pyarrow, pyspark.sql, PyIceberg, DuckDB, the
-settings) before it forks, so a worker starts warm: 1.3 s of imports per worker otherwise,
-paid by the first batch after a start and by the batch after a task failed (a failed task's
+settings) before it forks, so a worker starts warm: otherwise each new worker pays the imports,
+in the first batch after a start and in the batch after a task failed (a failed task's
 worker exits, as after the failed job that starts a schema evolution:
 docs/schema-evolution.md).
 """

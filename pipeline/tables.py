@@ -7,6 +7,8 @@ upserts) is declared here once.
 
 from __future__ import annotations
 
+from pyiceberg.table import TableProperties as P
+
 from lakehouse.settings import Settings
 
 #: properties every table gets: v2 (row-level deletes), bounded metadata history, and few manifests.
@@ -14,12 +16,12 @@ from lakehouse.settings import Settings
 #: data file) and a reader opens every manifest of the snapshot: merging them at commit once 8 pile up
 #: (Iceberg's default waits for 100) keeps the reader's planning flat between maintenance passes.
 COMMON_PROPERTIES = {
-    "format-version": "2",
-    "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "50",
-    "commit.manifest.min-count-to-merge": "8",
-    "write.parquet.compression-codec": "zstd",
-    "commit.retry.num-retries": "10",
+    P.FORMAT_VERSION: "2",
+    P.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
+    P.METADATA_PREVIOUS_VERSIONS_MAX: "50",
+    P.MANIFEST_MIN_MERGE_COUNT: "8",
+    P.PARQUET_COMPRESSION: "zstd",
+    P.COMMIT_NUM_RETRIES: "10",
 }
 
 #: small tables MERGEd every few seconds (dimensions, live aggregates): no shuffle before the write. Iceberg's
@@ -34,20 +36,20 @@ SMALL_MERGE_PROPERTIES = {
 #: dimension tables are upserted by the CDC apply (``pipeline.cdc.apply``, PyIceberg files and commits), merge-on-read
 #: with position deletes it folds itself; Spark's DML on them (rare, by hand) stays copy-on-write
 UPSERT_PROPERTIES = {
-    "write.delete.mode": "copy-on-write",
+    P.DELETE_MODE: P.DELETE_MODE_COPY_ON_WRITE,
     "write.update.mode": "copy-on-write",
     "write.merge.mode": "copy-on-write",
     # PyIceberg merges manifests only when asked (Iceberg-Java always does): without it each commit left a
     # manifest more for the next delete to read, 1.8 -> 0.9 s a commit after a minute at 1,000 changes/s
-    "commit.manifest-merge.enabled": "true",
+    P.MANIFEST_MERGE_ENABLED: "true",
     # ... and it copies the table's metadata a few times per commit, so each snapshot kept slows commits
     # down (two a batch; 0.4 -> 0.9 s a commit over 5 minutes at 1,000 changes/s): maintenance expires
     # these tables' snapshots after 10 minutes rather than the hour of `maintenance.snapshot_retention_minutes`
-    "history.expire.max-snapshot-age-ms": str(10 * 60_000),
+    P.MAX_SNAPSHOT_AGE_MS: str(10 * 60_000),
     # the writer's folds write each file sorted by key (pipeline.cdc.fold); row groups of 50,000 rows let a
     # point query read one row group of each file instead of the file (a 10 M-row table after an hour:
     # 16 files of 500,000 keys spread over the whole key range; read whole, a point query took 0.29 s)
-    "write.parquet.row-group-limit": "50000",
+    P.PARQUET_ROW_GROUP_LIMIT: "50000",
     **SMALL_MERGE_PROPERTIES,
 }
 

@@ -20,7 +20,7 @@ ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
 
 def service_answers(host: str, port: int, timeout_s: float = 0.2) -> bool:
-    """True if something accepts connections on the service's port (a refused connect costs ~0.1 ms)."""
+    """True if something accepts connections on the service's port (a refused connect is cheap)."""
     try:
         with socket.create_connection((host, port), timeout=timeout_s):
             return True

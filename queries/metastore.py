@@ -1,9 +1,9 @@
 """Read-only lookups in the Hive Metastore over its thrift API, without PyIceberg.
 
 To read a table's rows, a query needs one fact from the catalog: where the table's current
-metadata file is (DuckDB reads the rest itself). Importing PyIceberg's Hive catalog costs
-0.5 s (its whole table model), half of a one-shot query's budget, and ``load_table`` parses
-the metadata file in Python (0.2 s for the click table). So names, schemas and metadata
+metadata file is (DuckDB reads the rest itself). Importing PyIceberg's Hive catalog (its
+whole table model) costs a large share of a one-shot query's budget, and ``load_table``
+parses the metadata file in Python (docs/sql.md). So names, schemas and metadata
 locations are asked of the metastore directly, with the same thrift client PyIceberg uses;
 PyIceberg is loaded only where its table model is needed (metadata tables, time travel,
 DESCRIBE).

@@ -3,7 +3,7 @@
 A result becomes :class:`Rendered` first (csv/json text, or the table's cells as text),
 then goes to the terminal. The split lets the local SQL service render a result where it
 was computed and send the text, so a one-shot `lakehouse query` needs no Arrow of its own
-(0.2 s of its start-up).
+(a noticeable share of its start-up).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """`python -m queries.server`: the local stack's SQL service, a warm DuckDB behind a loopback port.
 
 In the cluster Trino is a server and its CLI a thin client, so a question costs what the
-query costs. Locally each `lakehouse query` was a new process that paid for its Python
-imports, DuckDB's extensions and its catalog connections (1.5-1.8 s) before a 0.05 s
-count. The stack runs this service the way the cluster runs Trino: the engine, its
+query costs. A `lakehouse query` of its own would be a new process that pays for its Python
+imports, DuckDB's extensions and its catalog connections, many times what a count costs
+(docs/sql.md). The stack runs this service the way the cluster runs Trino: the engine, its
 extensions and its catalog connections stay warm, and `lakehouse query` / `lakehouse sql`
 send statements to it when it answers (``queries.client``), or run them in-process when it
 does not. Every statement still resolves its tables against the metastore when it runs,

@@ -79,22 +79,32 @@ def parse_delivered(output: str) -> int:
     return int(match.group(1).replace(",", ""))
 
 
+class Kubectl:
+    """``kubectl`` in one context and namespace: its output, or a CheckFailed saying what was asked and why not."""
+
+    def __init__(self, context: str, namespace: str):
+        self.base = ["kubectl", "--context", context, "-n", namespace]
+
+    def __call__(self, *args: str, timeout: float = 60, what: str = "") -> str:
+        what = what or f"kubectl {' '.join(args[:3])}"
+        try:
+            done = subprocess.run([*self.base, *args], capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise CheckFailed(f"{what} did not answer in {timeout:.0f} s") from None
+        if done.returncode != 0:
+            raise CheckFailed(f"{what} exited {done.returncode}: {done.stderr.strip()[-400:]}")
+        return done.stdout
+
+
 class Cluster:
     """``kubectl exec`` into the namespace's deployments."""
 
     def __init__(self, context: str, namespace: str):
-        self.base = ["kubectl", "--context", context, "-n", namespace, "exec"]
+        self.kubectl = Kubectl(context, namespace)
 
     def exec(self, deployment: str, *command: str, timeout: float = 120) -> str:
-        try:
-            done = subprocess.run([*self.base, f"deploy/{deployment}", "--", *command], capture_output=True,
-                                  text=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            raise CheckFailed(f"{deployment}: {' '.join(command[:3])}... did not answer in {timeout:.0f} s") from None
-        if done.returncode != 0:
-            raise CheckFailed(f"{deployment}: {' '.join(command[:3])}... exited {done.returncode}: "
-                              f"{done.stderr.strip()[-400:]}")
-        return done.stdout
+        return self.kubectl("exec", f"deploy/{deployment}", "--", *command, timeout=timeout,
+                            what=f"{deployment}: {' '.join(command[:3])}...")
 
     @staticmethod
     def count_command() -> list[str]:

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from deploy.k8s.end_to_end import CheckFailed, Cluster, Limits, wait_for_table, wait_until_counted
+from deploy.k8s.end_to_end import CheckFailed, Cluster, Kubectl, Limits, wait_for_table, wait_until_counted
 
 APPLICATION = "pipeline"
 #: the pod labels the SparkApplication gives its driver and its executors (k8s/base/spark/pipeline-application.yaml)
@@ -65,16 +64,7 @@ class Pods:
     """``kubectl`` on the pipeline's pods and its SparkApplication."""
 
     def __init__(self, context: str, namespace: str):
-        self.base = ["kubectl", "--context", context, "-n", namespace]
-
-    def _kubectl(self, *args: str, timeout: float = 60) -> str:
-        try:
-            done = subprocess.run([*self.base, *args], capture_output=True, text=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            raise CheckFailed(f"kubectl {' '.join(args[:3])} did not answer in {timeout:.0f} s") from None
-        if done.returncode != 0:
-            raise CheckFailed(f"kubectl {' '.join(args[:3])} exited {done.returncode}: {done.stderr.strip()[-400:]}")
-        return done.stdout
+        self._kubectl = Kubectl(context, namespace)
 
     def running(self, selector: str) -> dict[str, str]:
         """The pods with ``selector`` that run and are not being deleted: uid -> name (a restarted driver

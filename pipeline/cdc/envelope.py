@@ -22,7 +22,7 @@ OPS = {"c", "u", "d", "r"}
 
 
 def _timestamp_text(text: str) -> str:
-    """A TIMESTAMP read as UTC text ("2026-11-26 04:41:18.123456") as ``to_json_value`` writes it (ms, "Z")."""
+    """A TIMESTAMP read as UTC text ("YYYY-MM-DD hh:mm:ss.ffffff") as ``to_json_value`` writes it (ms, "Z")."""
     if len(text) == 23:  # TIMESTAMP(3), the shop's columns: already milliseconds
         return f"{text[:10]}T{text[11:]}Z"
     day, _, clock = text.partition(" ")

@@ -1,9 +1,9 @@
 """The dimension writer expires its table's old snapshots itself, after each fold.
 
-A merge-on-read table at 1,000 changes/s gains a snapshot a second. In the hour-long soak
-(docs/cdc.md) nothing expired them: 1,722 snapshots, every reader parsing them all, and the
-writer's own commits slowing from one a second to one every 2.3 s. Maintenance's ``expire``
-does this in the deployment, but the writer should not depend on another job to stay fast.
+A merge-on-read table written every second gains a snapshot a second; left alone they pile up,
+every reader parses them all, and the writer's own commits slow down (the hour-long soak in
+docs/cdc.md). Maintenance's ``expire`` does this in the deployment, but the writer should not
+depend on another job to stay fast.
 Only metadata changes (PyIceberg's ``ExpireSnapshots``); the files the expired snapshots
 alone held are left to maintenance's orphan removal.
 
@@ -18,6 +18,7 @@ import logging
 import time
 
 from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table import TableProperties
 from pyiceberg.table.snapshots import ancestors_of
 from pyiceberg.table.update.snapshot import ExpireSnapshots
 
@@ -33,7 +34,7 @@ DEFAULT_MAX_AGE_MS = 10 * 60_000
 def expired_ids(table, now_ms: int | None = None) -> list[int]:
     """The snapshots to expire now (see the module)."""
     metadata = table.metadata
-    max_age = int(metadata.properties.get("history.expire.max-snapshot-age-ms", DEFAULT_MAX_AGE_MS))
+    max_age = int(metadata.properties.get(TableProperties.MAX_SNAPSHOT_AGE_MS, DEFAULT_MAX_AGE_MS))
     cutoff = (now_ms if now_ms is not None else int(time.time() * 1000)) - max_age
     newest = sorted(metadata.snapshots, key=lambda s: s.sequence_number)[-KEEP_AT_LEAST:]
     keep = {s.snapshot_id for s in newest}

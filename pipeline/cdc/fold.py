@@ -9,8 +9,8 @@ without reading a single delete file:
   (fewer than ``small_rows``, 100,000 rows) once ``tier_fan_in`` of a similar size have gathered, are
   rewritten: their live rows into files of ``target_rows``, each sorted by key; at most
   ``max_rewrite_rows`` rows a fold (the small tiers first, then the most-deleted files), so one
-  fold never stalls the apply for long. The share is low (3 %) because the deleted rows are what readers pay for
-  (a DuckDB count went 0.06 -> 0.24 s with 597,000 of them; docs/cdc.md). Sorted files with
+  fold never stalls the apply for long. The share is low because the deleted rows are what readers pay for
+  (docs/cdc.md). Sorted files with
   small row groups (``write.parquet.row-group-limit``) keep a point query cheap once changes
   have spread every file over the whole key range: a reader skips all row groups but one;
 - **every delete file** is replaced by one file-scoped delete file per kept data file that
@@ -62,7 +62,7 @@ class FoldPolicy:
     def small_rows(self) -> int:
         """Under this a data file is small. A fifth of the target: the initial snapshot's files (batches of
         200,000 rows, sorted key ranges) are not small, so they stay as written instead of being merged after the
-        snapshot, several seconds a fold while the changes wait (apply freshness p95 5.7 s at 10 M rows)."""
+        snapshot, a long fold while the changes wait (docs/cdc.md)."""
         return self.target_rows // 5
 
 

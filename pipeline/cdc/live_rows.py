@@ -1,8 +1,8 @@
 """Reading a dimension table's file list and where each live key is, for the merge-on-read writer.
 
 Read once when the writer starts (and after a commit lost a race): the key column of every
-live data file, minus the positions its delete files name. At 10 M keys this is the one
-step whose cost follows the table, measured in docs/cdc.md.
+live data file, minus the positions its delete files name. This is the one step whose cost
+follows the table's size (docs/cdc.md).
 """
 
 from __future__ import annotations

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pyiceberg.table import TableProperties
+
 from pipeline.aggregates.rollups import PROGRESS_PROPERTY
 from pipeline.kafka_source.offsets import OFFSETS_PROPERTY
 
 PROGRESS_MARKERS = (OFFSETS_PROPERTY, PROGRESS_PROPERTY)
 #: Iceberg's table property for the age of the snapshots expiry keeps
-MAX_SNAPSHOT_AGE_PROPERTY = "history.expire.max-snapshot-age-ms"
+MAX_SNAPSHOT_AGE_PROPERTY = TableProperties.MAX_SNAPSHOT_AGE_MS
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lab.docs_check import problems
+from lab.docs_check import figures_in_code, problems
 
 DOCS = "docs" + "/"  # spelled apart: this file is checked too, and names docs that exist only in tmp_path
 
@@ -18,3 +18,17 @@ def test_the_repository_passes_and_a_missing_path_or_cited_doc_is_named(tmp_path
     (tmp_path / "README.md").write_text(f"[doc]({DOCS}real.md)\n")
     assert sorted(problems(tmp_path)) == [f"{DOCS}real.md: ../pipeline/none.py", f"{DOCS}real.md: pipeline/ghost.py",
                                           f"pipeline/real.py: {DOCS}gone.md"]
+
+
+def test_a_docstring_or_help_text_quoting_a_measurement_is_flagged_and_the_product_has_none(tmp_path):
+    assert figures_in_code() == []
+    (tmp_path / "pipeline").mkdir()
+    (tmp_path / "pipeline" / "job.py").write_text(
+        '"""Reads the batch once: one read fewer."""\n\n'
+        'def fast():\n    """Cut the commit from 0.9 -> 0.4 s."""\n\n'
+        'def rate():\n    """Keeps up at 10,000 events/s."""\n\n'
+        'def plain():\n    """Waits 2 s between batches (the trigger)."""\n\n'
+        'X = Field(1, description="measured on 2026-11-28")\n'
+        'Y = option(help="the interval, in seconds")\n')
+    flagged = figures_in_code(tmp_path)
+    assert [line.split(":")[1] for line in flagged] == ["3", "6", "12"], flagged  # one line each
