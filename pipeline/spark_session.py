@@ -108,9 +108,10 @@ def local_cluster_home(settings: Settings) -> Path:
     return home
 
 
-def build_session(settings: Settings, app_name: str, master: str | None = None, extra_jars: tuple[Path, ...] = ()):
+def build_session(settings: Settings, app_name: str, master: str | None = None, extra_jars: tuple[Path, ...] = (),
+                  conf: dict[str, str] | None = None):
     """A SparkSession: local[2] (or ``master`` / SPARK_MASTER: ``local-cluster[2,1,1024]`` runs two executor
-    processes), or the submitter's in cluster mode."""
+    processes), or the submitter's in cluster mode; ``conf`` on top of the project's (a benchmark's event log)."""
     # deferred: pyspark: loaded by the commands that start Spark, not by every importer of spark_conf
     from pyspark.sql import SparkSession
 
@@ -127,7 +128,7 @@ def build_session(settings: Settings, app_name: str, master: str | None = None, 
             if "SPARK_HOME" not in os.environ:
                 os.environ["SPARK_HOME"] = str(local_cluster_home(settings))
             builder = builder.config("spark.executor.memory", settings.pipeline.spark_executor_memory)
-    for key, value in spark_conf(settings, app_name, extra_jars).items():
+    for key, value in {**spark_conf(settings, app_name, extra_jars), **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

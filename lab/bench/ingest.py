@@ -25,6 +25,7 @@ from confluent_kafka.admin import NewTopic
 from prometheus_client import REGISTRY
 
 from deploy.local.services.broker import admin_client
+from lab.bench.batch_breakdown import Breakdown, appends_to, breakdown, event_log_conf, event_log_file
 from lab.bench.freshness import clicks as clicks_freshness
 from lab.bench.process_cpu import (
     CpuMeter,
@@ -63,6 +64,8 @@ class IngestBenchResult:
     cpu_per_million: dict[str, float] = field(default_factory=dict)
     #: peak resident memory (MiB) of the driver, the JVM (driver and executor: local mode) and the Python workers
     peak_rss_mb: dict[str, float] = field(default_factory=dict)
+    #: with ``profile``: where a batch's time went (``lab.bench.batch_breakdown``)
+    breakdown: Breakdown | None = None
 
     @property
     def ratio(self) -> float:
@@ -138,16 +141,20 @@ def _produce(s: Settings, rate: float, seconds: float, keys: str = "") -> int:
 
 
 def run(settings: Settings, rate: float, duration: float, out_dir: Path, progress=print,
-        keep: bool = False, keys: str = "") -> IngestBenchResult:
+        keep: bool = False, keys: str = "", profile: bool = False) -> IngestBenchResult:
     """The run on a topic and tables of its own, removed at the end unless ``keep`` (``lab.bench.scratch``);
     ``keys``: the events' key space (``loadgen.key_space``), e.g. the members and products `lakehouse load dims`
-    loaded into the source database."""
+    loaded into the source database; ``profile``: Spark's event log kept in ``out_dir`` and read for where a
+    batch's time went, the pipeline's CPU split by process."""
     tag = time.strftime("%Y%m%d%H%M%S")
     s = bench_settings(settings, tag)
     partitions = s.kafka.clicks_partitions
     admin = admin_client(s)
     admin.create_topics([NewTopic(s.kafka.clicks_topic, partitions, 1)])[s.kafka.clicks_topic].result()
-    spark = build_session(s, "lakehouse-bench-ingest")
+    events = out_dir / "spark-events"
+    if profile:
+        events.mkdir(parents=True, exist_ok=True)
+    spark = build_session(s, "lakehouse-bench-ingest", conf=event_log_conf(events) if profile else None)
     job = ClickIngestJob(spark, s)
     stop = threading.Event()
     loop = threading.Thread(target=run_loop, args=(job, s.pipeline.trigger_seconds, stop), daemon=True)
@@ -162,7 +169,8 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
         time.sleep(0.2)
     progress(f"warm; producing {rate:,.0f} events/s for {duration:.0f}s into {s.kafka.clicks_topic}")
     since_ms = int(time.time() * 1000)
-    meter = _cpu_meter(spark, s)
+    python_before = _task_seconds()
+    meter = _cpu_meter(spark, s, by_process=profile)
     meter.start()
     memory = _memory_meter(spark)
     began = time.monotonic()
@@ -198,14 +206,27 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
     count = REGISTRY.get_sample_value("lakehouse_pipeline_batch_duration_seconds_count", {"pipeline": "clicks"}) or 0
     total = REGISTRY.get_sample_value("lakehouse_pipeline_batch_duration_seconds_sum", {"pipeline": "clicks"}) or 0
     mean = total / count if count else float("nan")
+    python_seconds = {k: v - python_before.get(k, 0.0) for k, v in _task_seconds().items()}
     spark.stop()
+    found = None
+    if profile:
+        batches = appends_to(event_log_file(events), s.catalog.clicks_table, since_ms)
+        found = breakdown(batches, python_seconds, len(batches))
     ceiling = raw_ceiling(s, s.kafka.clicks_topic, partitions, out_dir)
     if not keep:
         discard(s, [s.catalog.clicks_table, s.catalog.dead_letter_table], [s.kafka.clicks_topic])
     per_million = {part: seconds / in_run * 1e6 for part, seconds in cpu.items()} if in_run else {}
     return IngestBenchResult(rate, duration, produced, committed, commit_rate(samples), p50, p95, p99,
                              int(count), mean, ceiling, finished - began - samples[-1][0], in_run / duration,
-                             per_million, peak_rss)
+                             per_million, peak_rss, found)
+
+
+def _task_seconds() -> dict[str, float]:
+    """The click job's Python task seconds by phase so far (``lakehouse_pipeline_task_phase_seconds``)."""
+    return {sample.labels["phase"]: sample.value
+            for family in REGISTRY.collect() if family.name == "lakehouse_pipeline_task_phase_seconds"
+            for sample in family.samples
+            if sample.name.endswith("_total") and sample.labels.get("pipeline") == "clicks"}
 
 
 def _memory_meter(spark) -> PeakRss:
@@ -216,10 +237,17 @@ def _memory_meter(spark) -> PeakRss:
                                if jvm is not None else {})})
 
 
-def _cpu_meter(spark, s: Settings) -> CpuMeter:
-    """The run's CPU by part: this process (the driver) with its Spark JVM and Python workers, and each service."""
+def _cpu_meter(spark, s: Settings, by_process: bool = False) -> CpuMeter:
+    """The run's CPU by part: this process (the driver) with its Spark JVM and Python workers, and each service;
+    ``by_process``: the pipeline's three kinds of process apart too."""
     jvm = getattr(spark.sparkContext._gateway, "proc", None)  # None when PySpark joined a running JVM
+    apart = {
+        "pipeline: driver (Python)": process_cpu_seconds,
+        "pipeline: JVM (driver and executor)": lambda: process_cpu_seconds(jvm.pid),
+        "pipeline: Python workers": lambda: tree_cpu_seconds(jvm.pid) - process_cpu_seconds(jvm.pid),
+    } if by_process and jvm is not None else {}
     return CpuMeter({
+        **apart,
         "pipeline (driver, JVM, Python workers)":
             lambda: process_cpu_seconds() + (tree_cpu_seconds(jvm.pid) if jvm is not None else 0.0),
         "broker": service_cpu(s.kafka.port),

@@ -25,6 +25,11 @@ def ingest(
         help="Draw uid and productId from dimensions loaded with `lakehouse load dims`: members=N,products=M"
              "[,skew=S,unknown=U] (Zipf skew over products; a tenth unknown by default). Empty: the seed's keys.")]
         = "",
+    profile: Annotated[bool, typer.Option(
+        help="Also keep Spark's event log of the run and print where a batch's time goes: query planning, waiting "
+             "for a core, the tasks (their Python phases: fetch, parse, enrich, hand-over; the JVM's rest), the "
+             "commit; and the pipeline's CPU by process. Set the trigger with LAKEHOUSE_PIPELINE__TRIGGER_SECONDS.")]
+        = False,
 ) -> None:
     """Sustained events/s and freshness p50/p95/p99 of the click pipeline, vs a Spark-less raw ceiling.
 
@@ -46,7 +51,7 @@ def ingest(
             from loadgen.key_space import KeySpace
 
             check_loaded(settings, KeySpace.parse(keys))
-        result = run(settings, rate, duration, out, progress=console.log, keep=keep, keys=keys)
+        result = run(settings, rate, duration, out, progress=console.log, keep=keep, keys=keys, profile=profile)
     print_figures(f"ingest benchmark: {rate:,.0f} events/s for {duration:.0f}s", [
         ("events produced", f"{result.produced:,}"),
         ("events committed", f"{result.committed:,}"),
@@ -62,6 +67,14 @@ def ingest(
         *((f"CPU s per million events: {part}", f"{seconds:,.1f}") for part, seconds in result.cpu_per_million.items()),
         *((f"peak memory (MiB): {part}", f"{mib:,.0f}") for part, mib in result.peak_rss_mb.items()),
     ])
+    if result.breakdown is not None:
+        found = result.breakdown
+        print_figures(f"where a batch's time goes: {found.batches} batches (median / p95, s)", [
+            *((phase, f"{median:.3f} / {p95:.3f}") for phase, (median, p95) in found.phases.items()),
+            *((f"per batch (median): {name}", f"{value:,.3f}") for name, value in found.per_batch.items()),
+            *((f"per batch (mean), Python tasks: {phase}" + (" (tasks)" if phase == "new_worker" else " (s)"),
+               f"{seconds:.3f}") for phase, seconds in found.python_per_batch.items()),
+        ])
     console.print(f"saved {save(result, out)}")
     if record:
         from lab.bench.record import ingest_figures

@@ -2,9 +2,9 @@
 
 The counts (valid events, dead letters, and the age of each valid event in 100 ms steps
 when its batch was planned) travel back with the task results in a Spark accumulator.
-Counting them with a Spark job of their own cost a cached copy of the batch and a
-group-by: 1.0 s of a 27,500-event batch (docs/performance.md). A task run twice (a
-retry) may count twice, so the counts feed metrics only.
+Counting them with a Spark job of their own would cost a cached copy of the batch and a
+group-by every batch (docs/performance.md). A task run twice (a retry) may count twice, so
+the counts feed metrics only.
 
 The dead letters themselves travel back too, keyed by their Kafka position (so a retried
 task adds nothing twice), up to ``CARRY_BYTES`` in all: the dead-letter commit then needs
@@ -40,11 +40,16 @@ class BatchStats:
     bad: BadRecords = field(default_factory=dict)
     bad_bytes: int = 0
     overflow: bool = False  # more dead letters than are carried: ``bad`` is empty, read them from Kafka
+    #: seconds the batch's Python tasks spent in each phase, summed over its tasks (``kafka_source.fetch.fetcher``'s
+    #: phases, the parse and the enrichment), and ``new_worker``: how many tasks ran in a freshly forked worker
+    task_seconds: dict[str, float] = field(default_factory=dict)
 
     def merge(self, other: BatchStats) -> BatchStats:
         self.valid += other.valid
         self.dead += other.dead
         self.ages.update(other.ages)
+        for phase, seconds in other.task_seconds.items():
+            self.task_seconds[phase] = self.task_seconds.get(phase, 0.0) + seconds
         self.bad.update(other.bad)
         self.bad_bytes += other.bad_bytes
         if self.overflow or other.overflow or self.bad_bytes > CARRY_BYTES:

@@ -251,8 +251,18 @@ def test_metrics_describe_the_batches(spark, click_settings, producer):
     table = click_settings.catalog.clicks_table
     before = REGISTRY.get_sample_value("lakehouse_e2e_latency_seconds_count", {"table": table}) or 0
     valid_before = REGISTRY.get_sample_value("lakehouse_pipeline_rows_total", {"pipeline": "clicks", "stage": "valid"}) or 0
+
+    def task_seconds(phase: str) -> float:
+        return REGISTRY.get_sample_value("lakehouse_pipeline_task_phase_seconds_total",
+                                         {"pipeline": "clicks", "phase": phase}) or 0.0
+
+    phases = ("fetch", "transform", "hand_over", "parse", "enrich")
+    spent_before = {phase: task_seconds(phase) for phase in phases}
     drain(job)
     job.close()
+    spent = {phase: task_seconds(phase) - spent_before[phase] for phase in phases}
+    assert all(seconds > 0 for seconds in spent.values()), spent  # every task reports where its Python time went
+    assert spent["parse"] + spent["enrich"] <= spent["transform"] * 1.01, spent  # both inside the transform
     valid = len(producer.sent.valid)
     assert REGISTRY.get_sample_value("lakehouse_e2e_latency_seconds_count", {"table": table}) - before == valid
     rows = REGISTRY.get_sample_value("lakehouse_pipeline_rows_total", {"pipeline": "clicks", "stage": "valid"})
