@@ -23,18 +23,26 @@ def open_connection(*, user: str, password: str, host: str | None = None, port: 
 
 
 def connect(settings: Settings, user: str | None = None, database: str | None = None, timeout: int = 5,
-            **extra) -> pymysql.connections.Connection:
+            password: str | None = None, **extra) -> pymysql.connections.Connection:
     """A connection to the settings' database server as ``user``: root unless named, or the capture's or the
-    application's user (``mariadb.cdc_user``, ``mariadb.app_user``), each with its password from the settings."""
+    application's user (``mariadb.cdc_user``, ``mariadb.app_user``).
+
+    The product's code passes ``password`` itself, resolved where it connects (``secret(value, "mariadb.…")``),
+    so each workload's code names the one credential it needs and its pod is given that one alone
+    (tests/deploy/k8s/test_secret_keys.py reads them off the code); without it, the user's password comes
+    from the settings (the local stack and the harness, which hold them all).
+    """
     m = settings.mariadb
     user = user or "root"
-    passwords = {
-        "root": (m.root_password, "mariadb.root_password"),
-        m.cdc_user: (m.cdc_password, "mariadb.cdc_password"),
-        m.app_user: (m.app_password, "mariadb.app_password"),
-    }
-    if user not in passwords:
-        raise LakehouseError(f"no password is configured for database user {user!r}: connect as root, "
-                             f"{m.cdc_user} (mariadb.cdc_user) or {m.app_user} (mariadb.app_user)")
-    return open_connection(host=m.host, port=m.port, user=user, password=secret(*passwords[user]),
-                           database=database, timeout=timeout, **extra)
+    if password is None:
+        passwords = {
+            "root": (m.root_password, "mariadb.root_password"),
+            m.cdc_user: (m.cdc_password, "mariadb.cdc_password"),
+            m.app_user: (m.app_password, "mariadb.app_password"),
+        }
+        if user not in passwords:
+            raise LakehouseError(f"no password is configured for database user {user!r}: connect as root, "
+                                 f"{m.cdc_user} (mariadb.cdc_user) or {m.app_user} (mariadb.app_user)")
+        password = secret(*passwords[user])
+    return open_connection(host=m.host, port=m.port, user=user, password=password, database=database,
+                           timeout=timeout, **extra)

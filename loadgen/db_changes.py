@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pymysql
 
-from lakehouse.settings import Settings
+from lakehouse.settings import Settings, secret
 from lakehouse.source_database import connect
 from loadgen.key_space import SEED_MEMBER_IDS
 
@@ -28,7 +28,8 @@ class ShopChanges:
         m = settings.mariadb
         self.rng = rng
         self.key_space = key_space
-        self.conn = connect(settings, user=m.app_user, database=m.database)
+        self.conn = connect(settings, user=m.app_user, database=m.database,
+                            password=secret(m.app_password, "mariadb.app_password"))
         self.choices = [
             (40, "update product price", self.update_price),
             (30, "update member level", self.update_member_level),

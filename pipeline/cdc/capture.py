@@ -82,7 +82,9 @@ class BrokerUnacknowledged(TransientError):
 
 def cdc_connection(settings: Settings, **extra):
     """A connection as the capture's user, to the captured database."""
-    return connect(settings, user=settings.mariadb.cdc_user, database=settings.mariadb.database, **extra)
+    m = settings.mariadb
+    return connect(settings, user=m.cdc_user, database=m.database,
+                   password=secret(m.cdc_password, "mariadb.cdc_password"), **extra)
 
 
 #: statements logged inside a transaction, not at its end: a checkpoint there would resume mid-transaction
