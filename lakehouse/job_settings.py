@@ -70,6 +70,10 @@ class PipelineSettings(BaseModel):
                              "runs under spark-submit (spark-operator on Kubernetes), which sets master, driver, "
                              "executors and classpath.")
     spark_driver_memory: str = "1g"
+    spark_java_options: str = Field(
+        "", description="Options of the Spark JVMs this project starts itself (the driver here; the executors of "
+                        "local-cluster[...]), before the project's own: e.g. a JIT setting to compare "
+                        "(docs/performance.md).")
     spark_executor_memory: str = Field(
         "640m", description="Heap of each executor when Spark runs executors of its own here (SPARK_MASTER "
                             "local-cluster[...]): the kind overlay's pipeline SparkApplication gives its executors "

@@ -65,8 +65,9 @@ def spark_conf(settings: Settings, app_name: str, extra_jars: tuple[Path, ...] =
             "spark.driver.bindAddress": settings.metrics.host,
             "spark.driver.host": settings.metrics.host,
             # The JVM's log goes to a file (spark-log4j2.properties): terminals show the project's own output.
-            "spark.driver.extraJavaOptions": (f"-Djava.net.preferIPv4Stack=true -Dlog4j2.configurationFile={LOG_CONFIG}"
-                                              f" -Dlakehouse.spark.log={spark_log(settings)}"),
+            "spark.driver.extraJavaOptions": (f"{settings.pipeline.spark_java_options} -Djava.net.preferIPv4Stack=true"
+                                              f" -Dlog4j2.configurationFile={LOG_CONFIG}"
+                                              f" -Dlakehouse.spark.log={spark_log(settings)}").strip(),
             # Python workers must use this interpreter (the venv with pyarrow and the project).
             "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
             "spark.pyspark.driver.python": sys.executable,
@@ -128,6 +129,8 @@ def build_session(settings: Settings, app_name: str, master: str | None = None, 
             if "SPARK_HOME" not in os.environ:
                 os.environ["SPARK_HOME"] = str(local_cluster_home(settings))
             builder = builder.config("spark.executor.memory", settings.pipeline.spark_executor_memory)
+            if settings.pipeline.spark_java_options:
+                builder = builder.config("spark.executor.extraJavaOptions", settings.pipeline.spark_java_options)
     for key, value in {**spark_conf(settings, app_name, extra_jars), **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

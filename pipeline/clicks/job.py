@@ -22,6 +22,7 @@ import json
 import logging
 import time
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -46,15 +47,21 @@ from pipeline.tables import CLICKS_FIXED_COLUMNS, CLICKS_FROM_EVENT, DEAD_DONE_P
 
 log = logging.getLogger(__name__)
 
+#: the batch's ingest time, a column the Python task fills: as a literal in the Spark plan it would make each batch's
+#: generated code new, and Spark would compile it again every batch (docs/performance.md)
+INGEST_TIME = pa.field("ingest_time", pa.timestamp("us", tz="UTC"))
+
+
 @functools.lru_cache(maxsize=16)
 def spark_schema(shape: Shape):
     """What the Python task hands the JVM: the parsed record (evolved columns included) and its enrichment."""
-    return from_arrow_schema(pa.schema([*parsed_schema(shape), *ENRICHED_FIELDS]))
+    return from_arrow_schema(pa.schema([*parsed_schema(shape), *ENRICHED_FIELDS, INGEST_TIME]))
 
 
-def parse_and_enrich(raw: pa.RecordBatch, limits: Limits, dims, stats=None, planned_at_ms: int = 0,
+def parse_and_enrich(raw: pa.RecordBatch, limits: Limits, dims, ingest_us: int, stats=None, planned_at_ms: int = 0,
                      shape: Shape | None = None) -> pa.RecordBatch:
-    """The Python task's whole share of a batch: validate, look up the dimensions (a broadcast), count.
+    """The Python task's whole share of a batch: validate, look up the dimensions (a broadcast), count, stamp
+    each row with the batch's ingest time (``ingest_us``, microseconds since the epoch).
 
     A field the click table has no column for, under policy evolve, raises SchemaChangeNeeded:
     the Spark job fails before its commit and the driver writes the batch as an evolving batch.
@@ -67,7 +74,8 @@ def parse_and_enrich(raw: pa.RecordBatch, limits: Limits, dims, stats=None, plan
         counted = count_batch(parsed, planned_at_ms)
         counted.task_seconds.update(parse=parsed_at - began, enrich=time.perf_counter() - parsed_at)
         stats.add(counted)
-    return parsed
+    stamp = pa.array(np.full(parsed.num_rows, ingest_us, dtype=np.int64)).cast(INGEST_TIME.type)
+    return parsed.append_column(INGEST_TIME, stamp)
 
 
 def _add_task_seconds(stats, spent: dict[str, float]) -> None:
@@ -142,7 +150,7 @@ class ClickIngestJob(KafkaBatchJob):
         # Normal after any restart: the last batch's dead-letter commit cannot be told from "it had none".
         log.info("clicks: reading the last committed batch again (%d records) for dead letters its stop may have "
                  "cut off", sum(r.size for r in ranges))
-        dead = self._dead_letters(self._read(ranges), dt.datetime.now(dt.timezone.utc))
+        dead = self._dead_letters(self._read(ranges, dt.datetime.now(dt.timezone.utc)))
         if not dead.isEmpty():
             self._commit(dead, self.dead_table, same_log)
             ids = self.planner.topic_ids
@@ -155,9 +163,10 @@ class ClickIngestJob(KafkaBatchJob):
             self.dimensions.close()
             self.planner.close()
 
-    def _read(self, ranges: list[OffsetRange], stats=None, planned_at_ms: int = 0) -> DataFrame:
+    def _read(self, ranges: list[OffsetRange], now: dt.datetime, stats=None, planned_at_ms: int = 0) -> DataFrame:
         transform = functools.partial(parse_and_enrich, limits=self.limits, dims=self.dimensions.current(),
-                                      stats=stats, planned_at_ms=planned_at_ms, shape=self.shape)
+                                      ingest_us=round(now.timestamp() * 1_000_000), stats=stats,
+                                      planned_at_ms=planned_at_ms, shape=self.shape)
         timings = None if stats is None else functools.partial(_add_task_seconds, stats)
         return records_frame(self.spark, ranges, self.settings.kafka.bootstrap, spark_schema(self.shape), transform,
                              fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms, timings=timings)
@@ -198,7 +207,7 @@ class ClickIngestJob(KafkaBatchJob):
         stats = self.spark.sparkContext.accumulator(BatchStats(), BatchStatsParam())
         now = dt.datetime.now(dt.timezone.utc)
         try:
-            self._commit(self._clicks(self._read(work, stats, planned_at_ms), now), self.clicks_table, target,
+            self._commit(self._clicks(self._read(work, now, stats, planned_at_ms)), self.clicks_table, target,
                          {DEAD_DONE_PROPERTY: kafka_offsets.encode(done)})
             counted: BatchStats = stats.value
         except Exception as exc:
@@ -258,7 +267,7 @@ class ClickIngestJob(KafkaBatchJob):
         """The background commit of one batch's dead letters: carried back by its tasks, or read again."""
         began = time.monotonic()
         if counted.overflow:
-            dead = self._dead_letters(self._read(work), now)
+            dead = self._dead_letters(self._read(work, now))
         else:
             same_log = kafka_offsets.in_current_log(self.dead_committed, self.dead_committed_ids, topic_ids)
             dead = carried_frame(self.spark, counted.bad, same_log, now)
@@ -266,7 +275,7 @@ class ClickIngestJob(KafkaBatchJob):
         self.dead_committed, self.dead_committed_ids = target, topic_ids
         metrics.BATCH_PHASE_SECONDS.labels("dead_letters").observe(time.monotonic() - began)
 
-    def _dead_letters(self, parsed: DataFrame, now: dt.datetime) -> DataFrame:
+    def _dead_letters(self, parsed: DataFrame) -> DataFrame:
         # Dead letters committed in an earlier life of a topic say nothing about offsets in its new log.
         same_log = kafka_offsets.in_current_log(self.dead_committed, self.dead_committed_ids, self.planner.topic_ids)
         return (parsed.filter(F.col("error").isNotNull() & _beyond(same_log))
@@ -277,15 +286,15 @@ class ClickIngestJob(KafkaBatchJob):
                         F.col("partition").alias("kafka_partition"),
                         F.col("offset").alias("kafka_offset"),
                         F.timestamp_millis("timestamp_ms").alias("produced_at"),
-                        F.lit(now).cast("timestamp").alias("ingest_time")))
+                        F.col("ingest_time")))
 
-    def _clicks(self, parsed: DataFrame, now: dt.datetime) -> DataFrame:
+    def _clicks(self, parsed: DataFrame) -> DataFrame:
         """Click-table rows (``evolving_batch.click_rows`` builds the same in Arrow)."""
         return parsed.filter(F.col("error").isNull()).select(
             *CLICKS_FROM_EVENT,
             F.timestamp_millis("updateTime").alias("event_time"),
             F.timestamp_millis("timestamp_ms").alias("produced_at"),
-            F.lit(now).cast("timestamp").alias("ingest_time"),
+            F.col("ingest_time"),
             F.col("topic").alias("kafka_topic"),
             F.col("partition").alias("kafka_partition"),
             F.col("offset").alias("kafka_offset"),

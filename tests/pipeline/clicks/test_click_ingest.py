@@ -49,6 +49,32 @@ class StopsBeforeDeadLetters(ClickIngestJob):
         return super()._commit(df, table, offsets, extra, topic_ids)
 
 
+def test_later_batches_run_the_code_the_first_one_compiled(spark, click_settings, producer):
+    """A batch's plan holds nothing of its own: its ingest time is a column the tasks fill, not a literal in
+    the plan, so the click job's generated code is the same every batch and Spark compiles it once (a literal
+    made each batch's code new: compiled again and run cold, docs/performance.md)."""
+    compilations = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    job = ClickIngestJob(spark, click_settings)
+    try:
+        producer.send(300)
+        batches = drain(job)
+        assert batches >= 1
+        compiled = compilations.getCount()
+        for _ in range(3):
+            time.sleep(0.01)  # each batch a later ingest time
+            producer.send(300)
+            batches += drain(job)
+        assert batches >= 4
+        assert compilations.getCount() == compiled, "a later batch compiled new code"
+    finally:
+        job.close()
+    stamps = {}
+    for r in rows(spark, click_settings.catalog.clicks_table):
+        stamps.setdefault(r.ingest_time, set()).add(r.kafka_offset)
+    assert len(stamps) == batches, "one ingest time per batch"
+    assert None not in stamps
+
+
 def test_dead_letters_of_a_batch_cut_short_are_written_on_recovery(spark, click_settings, producer):
     producer.send(800, bad_share=0.05)
     crashing = StopsBeforeDeadLetters(spark, click_settings)
