@@ -3,13 +3,14 @@
 A job exposes ``run_once() -> int`` (records committed; 0 = idle) and ``recover()``
 (re-read its committed offsets from the table after a failure, since a failed batch
 may or may not have committed), plus the ``tables`` it writes: while the loop runs,
-locks that dead writers left on them are freed (``pipeline.commit_locks``). The loop triggers every ``trigger_seconds``, backs
-off on failures (broker or object store restarting) instead of dying, and on
-SIGINT/SIGTERM stops after the batch in flight. A job that reads a table another job of the same
-process writes names its commit event as ``wake`` (``pipeline.table_commits``): its next batch
-starts when that table commits, the trigger being the longest wait.
+locks that dead writers left on them are freed (``pipeline.commit_locks``). The loop
+triggers every ``trigger_seconds``, retries a failed batch under the project's one retry
+policy (``lakehouse.errors.Backoff``: a broker or object store restarting is waited out,
+not fatal), and on SIGINT/SIGTERM stops after the batch in flight. A job that reads a
+table another job of the same process writes names its commit event as ``wake``
+(``pipeline.table_commits``): its next batch starts when that table commits, the trigger
+being the longest wait.
 """
-
 from __future__ import annotations
 
 import logging
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from lakehouse.errors import retried
+from lakehouse.errors import Backoff
 from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.commit_locks import StaleLockReaper
@@ -57,7 +58,7 @@ def run_loop(job: MicroBatchJob, trigger_seconds: float, stop: threading.Event,
         return _loop(job, trigger_seconds, stop, max_batches, max_backoff)
 
 
-def _describe(exc: Exception) -> str:
+def _describe(exc: BaseException) -> str:
     """One line naming the real cause, not a wrapper.
 
     For a JVM error that is the Java exception rather than py4j's wrapper; for an error
@@ -107,45 +108,45 @@ class DiskFloor:
 
 def _loop(job: MicroBatchJob, trigger_seconds: float, stop: threading.Event,
           max_batches: int | None, max_backoff: float) -> int:
-    batches, failures = 0, 0
+    batches = 0
     disk = DiskFloor(job.name, job.settings.run_dir, job.settings.pipeline.min_free_disk_mb)
-    recovered = True
+    recovering = False  # after a failure no batch runs before the job knows again where its tables stand
+
+    def failed(exc: BaseException, pause: float) -> None:
+        nonlocal recovering
+        metrics.set_ready(job.name, False)
+        if recovering:
+            log.error("%s: recovery failed (%s); trying again in %.0fs", job.name, _describe(exc), pause)
+            return
+        metrics.BATCHES.labels(job.name, "failed").inc()
+        log.error("%s: batch failed (%s); retrying in %.0fs from the committed offsets", job.name, _describe(exc), pause)
+        recovering = True
+
     while not stop.is_set():
         began = time.monotonic()
         if disk.blocks():
             stop.wait(max(trigger_seconds, 1.0))
             continue
-        if not recovered:  # no batch before the job knows again where its tables stand: it could write one twice
-            try:
-                job.recover()
-                recovered = True
-            except Exception as again:  # noqa: BLE001
-                failures += 1
-                delay = min(max_backoff, 2 ** min(failures, 5))
-                log.error("%s: recovery failed (%s); trying again in %.0fs", job.name, _describe(again), delay)
-                stop.wait(delay)
-                continue
         wake: threading.Event | None = getattr(job, "wake", None)
-        if wake is not None:
-            wake.clear()  # the batch reads every commit so far: only later ones wake the next
+        rows: int | None = None
         try:
-            rows = job.run_once()
-            failures = 0
-            metrics.set_ready(job.name, True)
-        except Exception as exc:  # noqa: BLE001 - the one retry rule decides (lakehouse.errors.retried)
+            for attempt in Backoff(stop, failed, longest=max_backoff):
+                with attempt:
+                    if recovering:  # the failed batch may have committed: a plan from stale offsets writes it twice
+                        job.recover()
+                        recovering = False
+                    if wake is not None:
+                        wake.clear()  # the batch reads every commit so far: only later ones wake the next
+                    rows = job.run_once()
+        except Exception as exc:
             metrics.set_ready(job.name, False)
-            if not retried(exc):
-                metrics.BATCHES.labels(job.name, "failed").inc()
-                log.error("%s: %s; stopping (a retry cannot fix this)", job.name, _describe(exc))
-                raise
-            failures += 1
             metrics.BATCHES.labels(job.name, "failed").inc()
-            delay = min(max_backoff, 2 ** min(failures, 5))
-            log.error("%s: batch failed (%s); retrying in %.0fs from the committed offsets",
-                      job.name, _describe(exc), delay)
-            stop.wait(delay)
-            recovered = False
-            continue
+            log.error("%s: %s; stopping (a retry cannot fix this)", job.name, _describe(exc))
+            raise
+        if rows is None:  # stopped while the batch was failing
+            metrics.set_ready(job.name, False)
+            break
+        metrics.set_ready(job.name, True)
         if rows:
             batches += 1
             if max_batches is not None and batches >= max_batches:

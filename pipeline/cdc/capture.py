@@ -38,7 +38,7 @@ from pymysqlreplication.event import (
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from lakehouse import kafka_clients
-from lakehouse.errors import FatalError, TransientError, retried
+from lakehouse.errors import Backoff, FatalError, TransientError
 from lakehouse.settings import Settings, secret
 from lakehouse.source_database import connect
 from pipeline import metrics
@@ -319,39 +319,36 @@ class Capture:
     def run(self, stop: threading.Event, max_backoff: float = 30.0) -> None:
         """Snapshot if no complete snapshot was recorded, then stream from the checkpoint.
 
-        As every job (``lakehouse.errors.retried``), it stops only on a ``FatalError``: DDL it cannot
+        As every job (``lakehouse.errors.Backoff``), it stops only on a ``FatalError``: DDL it cannot
         follow, a position the source no longer has. Anything else (a lost source or broker
         connection) is retried: after a growing pause the capture starts over from the last durable
         checkpoint (replayed changes are harmless, see
         *Position* above), so a restart of MariaDB or Kafka needs no human.
         """
         self.ensure_topics()
-        failures = 0
-        while not stop.is_set():
-            began = time.monotonic()
-            try:
-                self._resume(stop)
-                return
-            except Exception as exc:
-                if not retried(exc):  # the project's one rule (lakehouse.errors): all but a FatalError
+        for attempt in Backoff(stop, self._interrupted, longest=max_backoff):
+            with attempt:
+                try:
+                    self._resume(stop)
+                except Exception as exc:
+                    if position_lost(exc):
+                        raise PositionLost(
+                            f"the source cannot stream from the last checkpoint ({exc.args[1] if len(exc.args) > 1 else exc}): "
+                            "its binlog was purged past it, or this is another server. Changes since are unknown here; "
+                            "re-snapshot: delete the position topic "
+                            f"{self.settings.cdc_position_topic} and restart the capture") from exc
                     raise
-                metrics.set_ready("capture", False)
-                if position_lost(exc):
-                    raise PositionLost(
-                        f"the source cannot stream from the last checkpoint ({exc.args[1] if len(exc.args) > 1 else exc}): "
-                        "its binlog was purged past it, or this is another server. Changes since are unknown here; "
-                        "re-snapshot: delete the position topic "
-                        f"{self.settings.cdc_position_topic} and restart the capture") from exc
-                failures = 1 if time.monotonic() - began > 60 else failures + 1
-                delay = min(max_backoff, 2 ** min(failures, 5))
-                log.error("capture interrupted (%s: %s); resuming from the last checkpoint in %.0fs",
-                          type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "", delay)
-                self.failures.clear()
-                # A fresh producer: what the old one still held is purged (the capture resumes from its
-                # last checkpoint and sends it again, once), and a producer id a restarted broker fenced is gone.
-                self.producer.purge()
-                self.producer = self._new_producer()
-                stop.wait(delay)
+
+    def _interrupted(self, exc: BaseException, pause: float) -> None:
+        """Before the pause of a retry: say why, and start over from the last checkpoint with a fresh producer."""
+        metrics.set_ready("capture", False)
+        log.error("capture interrupted (%s: %s); resuming from the last checkpoint in %.0fs",
+                  type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "", pause)
+        self.failures.clear()
+        # A fresh producer: what the old one still held is purged (the capture resumes from its
+        # last checkpoint and sends it again, once), and a producer id a restarted broker fenced is gone.
+        self.producer.purge()
+        self.producer = self._new_producer()
 
     def ensure_topics(self) -> None:
         """The position topic and one topic per captured table: created (``kafka.create_topics``) or a FatalError.
