@@ -54,8 +54,10 @@ def partial_totals(clicks: DataFrame, rollup: Rollup) -> DataFrame:
             .agg(F.count(F.lit(1)).alias("views"),
                  F.hll_sketch_agg("uid", HLL_LG_K).alias("users_sketch"),
                  F.coalesce(F.sum("expendTime"), F.lit(0)).cast("bigint").alias("expend_time_total"),
-                 F.max("event_time").alias("last_event_time"))
-            .withColumn("updated_at", F.current_timestamp()))
+                 F.max("event_time").alias("last_event_time"),
+                 # when the row's content changed: its newest click's ingest time, a value of the data (the wall
+                 # clock would be a literal of each batch's plan, new generated code to compile every batch)
+                 F.max("ingest_time").alias("updated_at")))
 
 
 def totals(partials: DataFrame, rollup: Rollup) -> DataFrame:

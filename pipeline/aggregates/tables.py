@@ -23,7 +23,7 @@ def _measures(first_id: int) -> list[NestedField]:
             ("users_sketch", BinaryType(), "HLL sketch of uid, merged batch by batch"),
             ("expend_time_total", LongType(), "sum of expendTime"),
             ("last_event_time", TimestamptzType(), None),
-            ("updated_at", TimestamptzType(), "when this row last changed")]
+            ("updated_at", TimestamptzType(), "when this row last changed: the ingest time of the newest click it counts")]
     return [NestedField(first_id + i, name, kind, required=False, doc=doc) for i, (name, kind, doc) in enumerate(docs)]
 
 

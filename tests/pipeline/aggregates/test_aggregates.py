@@ -77,3 +77,24 @@ def test_a_restart_counts_nothing_twice_and_spark_reads_the_sketches(spark, agg_
                          f"ORDER BY committed_at DESC LIMIT 1").first().p
     newest = spark.sql(f"SELECT snapshot_id FROM {cat.clicks_table}.snapshots ORDER BY committed_at DESC LIMIT 1")
     assert int(progress) == newest.first().snapshot_id  # the result commit names the click snapshot it includes
+
+
+def test_later_batches_run_the_code_the_first_increment_compiled(spark, agg_settings):
+    """An aggregates batch's plans hold nothing of their own (positions are read options, a row's time is its
+    newest click's ingest time, not the wall clock), so Spark compiles their generated code once: new code every
+    batch would be compiled again and run cold."""
+    compilations = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    rng = random.Random(6)
+    job = LiveAggregates(spark, agg_settings)
+    for _ in range(2):  # the backfill, then the first increment
+        append_clicks(spark, agg_settings, click_rows(50, rng))
+        assert job.run_once() > 0
+    for _ in range(2):
+        append_clicks(spark, agg_settings, click_rows(50, rng))
+        compiled = compilations.getCount()
+        assert job.run_once() == 50
+        assert compilations.getCount() == compiled, "a later batch compiled new code"
+    assert matches(spark, agg_settings)
+    cat = agg_settings.catalog
+    newest_click = spark.sql(f"SELECT max(ingest_time) FROM {cat.clicks_table}").first()[0]
+    assert spark.sql(f"SELECT max(updated_at) FROM {cat.product_views_table}").first()[0] == newest_click
