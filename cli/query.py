@@ -21,7 +21,9 @@ def query(
                                              "directly on the local stack; trino needs the Kubernetes runtime.")]
     = "duckdb",
     fmt: Annotated[str, typer.Option("--format", help="table, csv or json (one object per line).")] = "table",
-    list_: Annotated[bool, typer.Option("--list", help="List the queries with their descriptions.")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="List the queries with their descriptions, then the "
+                                                       "tables: each one's {role} placeholder, name and writer.")]
+    = False,
     show_sql: Annotated[bool, typer.Option("--show-sql", help="Print the SQL the engine runs, then run it.")] = False,
 ) -> None:
     """Ask the lakehouse a question.
@@ -41,6 +43,10 @@ def query(
     if list_:
         for q in library.all_queries():
             console.print(f"[bold]{q.name:<24}[/bold] {q.description}")
+        console.print("\n[bold]tables[/bold] (as {role} in a query; `lakehouse run <writer>` writes them)")
+        for t in settings_or_exit().tables:
+            source = f", from the source table {t.source}" if t.source else ""
+            console.print(f"  {{{t.role}}}".ljust(20) + f" {t.table:<36} writer {t.writer}, {t.upkeep}{source}")
         return
     if (name is None) == (sql is None):
         raise typer.BadParameter("give a query NAME or --sql, not both (see --list)")

@@ -131,7 +131,7 @@ def cdc(
     Restarts resume after the last durable checkpoint. The tables are the settings' (the seed's
     two and cdc.extra_tables); DDL on them is followed or stops the capture (docs/cdc.md).
     """
-    from pipeline.cdc.capture import Capture
+    from pipeline.capture.connector import Capture
 
     settings, stop = _service(log_level, lambda m: m.cdc_port)
     console.print(f"cdc: {settings.mariadb.database}.{{{', '.join(settings.cdc_tables)}}} -> "

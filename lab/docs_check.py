@@ -6,7 +6,7 @@ A doc that names a file the code no longer has misleads exactly the newcomer it 
 for (issue 42: docs cited code that no longer ran and a results page that never existed).
 Checked: Markdown links to local files, and `backticked` tokens that start with one of the
 repository's top-level folders (``pipeline/cdc/apply.py``, ``docs/cdc.md``); a token may
-name a Python object after the file (``pipeline/cdc/fold.py:fold`` is read as the file).
+name a Python object after the file (``pipeline/lake_writer/fold.py:fold`` is read as the file).
 Generated paths (``results/…``, ``.run/…``, ``.tools/…``) and globs are not checked.
 
 It also flags product code whose docstrings, or whose settings' and options' help texts, quote

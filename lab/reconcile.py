@@ -12,7 +12,7 @@ import time
 
 from lab.time_limit import Stopped, within_limit
 from lakehouse.settings import Settings
-from pipeline.cdc.capture import cdc_connection
+from pipeline.capture.connector import cdc_connection
 
 Rows = dict[str, list[tuple]]
 

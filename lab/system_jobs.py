@@ -29,7 +29,7 @@ from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 from pipeline.aggregates.live import LiveAggregates
 from pipeline.app import run_job
-from pipeline.cdc.checkpoints import read_checkpoint
+from pipeline.capture.checkpoints import read_checkpoint
 from pipeline.cdc.dimension_tables import committed_position
 from pipeline.clicks.job import ClickIngestJob
 from pipeline.spark_session import build_session

@@ -4,7 +4,7 @@ Part of :class:`lakehouse.settings.Settings` (section ``cdc``, ``LAKEHOUSE_CDC__
 runtimes read it: the local stack and the Kubernetes manifests create one topic per captured
 table from it (``Settings.topics``), the capture follows exactly these tables, and the apply
 job writes each into its Iceberg table, whose schema comes from the source table's columns
-and primary key at the first snapshot (``pipeline.cdc.source_schema``).
+and primary key at the first snapshot (``pipeline.capture.source_schema``).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from lakehouse.cdc_settings import CapturedTable, CdcSettings
 from lakehouse.errors import LakehouseError
 from lakehouse.job_settings import MaintenanceSettings, PipelineSettings
+from lakehouse.table_registry import LakeTable, registry
 
 
 def _project_dir() -> Path:
@@ -288,6 +289,11 @@ class Settings(BaseSettings):
     maintenance: MaintenanceSettings = MaintenanceSettings()
 
     @model_validator(mode="after")
+    def _tables_distinct(self) -> "Settings":
+        self.tables  # noqa: B018 - builds the registry, which names any clash of roles, tables or sources
+        return self
+
+    @model_validator(mode="after")
     def _ports_unique(self) -> "Settings":
         seen: dict[int, str] = {}
         for name, port in self.local_ports().items():
@@ -326,16 +332,26 @@ class Settings(BaseSettings):
 
     @property
     def cdc_schema_topic(self) -> str:
-        """Where the capture records each captured table's schema (``pipeline.cdc.schema_history``)."""
+        """Where the capture records each captured table's schema (``pipeline.capture.schema_history``)."""
         return f"{self.kafka.cdc_topic_prefix}._schema"
 
     @property
+    def tables(self) -> tuple[LakeTable, ...]:
+        """Every table of the lake, with its writer, key, source and upkeep (``lakehouse.table_registry``)."""
+        return registry(self.catalog.tables(), self.cdc.extra_tables)
+
+    def table(self, role: str) -> LakeTable:
+        """The table of ``role`` (``clicks``, ``products``, a captured table's source name)."""
+        found = {t.role: t for t in self.tables}
+        if role not in found:
+            raise LakehouseError(f"no table with the role {role!r}; the lake's tables: {', '.join(found)}")
+        return found[role]
+
+    @property
     def captured_tables(self) -> tuple[CapturedTable, ...]:
-        """Every table the capture follows: the seed's two, then ``cdc.extra_tables``."""
-        seed = (CapturedTable(source="products", table=self.catalog.products_table),
-                CapturedTable(source="user_member", table=self.catalog.members_table,
-                              renames={"memberLevel": "member_level"}))
-        return (*seed, *self.cdc.extra_tables)
+        """Every table the capture follows (the registry's with a source): the seed's two, then ``cdc.extra_tables``."""
+        return tuple(CapturedTable(source=t.source, table=t.table, renames=t.renames)
+                     for t in self.tables if t.source is not None)
 
     @property
     def cdc_tables(self) -> tuple[str, ...]:

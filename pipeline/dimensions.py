@@ -102,14 +102,17 @@ class DimensionCache:
     def read(self) -> Dimensions:
         """Both dimensions now, to the driver (a failed read raises here, before anything is swapped): a small one
         read whole from the lake, a large one as the spec of its lookups."""
-        cat = self.settings.catalog
-        products: dict[str, tuple] | LookupSpec | None = self._large("products", "productId", ("name", "product_price"))
+        product, member = self.settings.table("products"), self.settings.table("members")
+        assert product.source and product.key and member.source and member.key  # declared in the registry
+        level = {lake: source for source, lake in member.renames.items()}.get("member_level", "member_level")
+        products: dict[str, tuple] | LookupSpec | None = self._large(product.source, product.key,
+                                                                     ("name", "product_price"))
         if products is None:
             products = {key: (name, price) for key, name, price in
-                        self._rows(cat.products_table, ("productId", "name", "product_price"))}
-        members: dict[str, tuple] | LookupSpec | None = self._large("user_member", "userid", ("memberLevel",))
+                        self._rows(product.table, (product.key, "name", "product_price"))}
+        members: dict[str, tuple] | LookupSpec | None = self._large(member.source, member.key, (level,))
         if members is None:
-            members = {key: (level,) for key, level in self._rows(cat.members_table, ("userid", "member_level"))}
+            members = {key: (lvl,) for key, lvl in self._rows(member.table, (member.key, "member_level"))}
         return Dimensions(products, members, time.time())
 
     def _rows(self, table: str, columns: tuple[str, ...]) -> list[tuple]:

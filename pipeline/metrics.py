@@ -132,7 +132,7 @@ _server_lock = threading.Lock()
 _served: set[int] = set()
 
 
-# --- the binlog capture (pipeline/cdc/capture.py, pipeline/cdc/ddl.py) ---
+# --- the binlog capture (pipeline/capture/connector.py, pipeline/capture/ddl.py) ---
 CDC_EVENTS = Counter("lakehouse_cdc_events_total", "Change events published, by table and op.", ["table", "op"])
 CDC_SOURCE_LAG = Gauge("lakehouse_cdc_source_lag_seconds", "Now minus the source timestamp of the last change read.")
 CDC_POSITION = Gauge("lakehouse_cdc_binlog_position_bytes", "Binlog position of the last checkpoint.", ["file"])

@@ -46,7 +46,7 @@ UPSERT_PROPERTIES = {
     # down (two a batch; 0.4 -> 0.9 s a commit over 5 minutes at 1,000 changes/s): maintenance expires
     # these tables' snapshots after 10 minutes rather than the hour of `maintenance.snapshot_retention_minutes`
     P.MAX_SNAPSHOT_AGE_MS: str(10 * 60_000),
-    # the writer's folds write each file sorted by key (pipeline.cdc.fold); row groups of 50,000 rows let a
+    # the writer's folds write each file sorted by key (pipeline.lake_writer.fold); row groups of 50,000 rows let a
     # point query read one row group of each file instead of the file (a 10 M-row table after an hour:
     # 16 files of 500,000 keys spread over the whole key range; read whole, a point query took 0.29 s)
     P.PARQUET_ROW_GROUP_LIMIT: "50000",

@@ -26,8 +26,8 @@ class Query:
 
 
 def table_roles(settings: Settings) -> dict[str, str]:
-    """Placeholder name -> configured ``namespace.table`` (the settings' table roles)."""
-    return settings.catalog.tables()
+    """Placeholder name -> configured ``namespace.table``: every table of the registry, by role."""
+    return {t.role: t.table for t in settings.tables}
 
 
 def load(name: str) -> Query:

@@ -33,8 +33,8 @@ from lakehouse.errors import LakehouseError
 from lakehouse.settings import Settings
 from lakehouse.settings_env import settings_env
 from lakehouse.source_database import connect
+from pipeline.capture.checkpoints import read_checkpoint
 from pipeline.cdc.apply import DimensionApplyJob
-from pipeline.cdc.checkpoints import read_checkpoint
 from pipeline.runner import run_loop
 from pipeline.spark_session import build_session
 

@@ -43,7 +43,7 @@ from lakehouse.kafka_clients import end_offsets
 from lakehouse.settings import Settings
 from lakehouse.source_database import connect
 from loadgen.dimensions import load_table, member_key
-from pipeline.cdc.live_rows import live_files
+from pipeline.lake_writer.live_rows import live_files
 
 MARK = "bench:"
 

@@ -19,7 +19,7 @@ from lab.time_limit import Stopped, within_limit
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from loadgen.dimensions import member_key
-from pipeline.cdc.live_rows import live_files
+from pipeline.lake_writer.live_rows import live_files
 from queries.duckdb_engine import DuckDBEngine
 
 

@@ -40,11 +40,11 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from pipeline import metrics
+from pipeline.capture.schema_history import SchemaRecord, SchemaWatch
 from pipeline.cdc.apply import Target, targets
 from pipeline.cdc.changes import parse_changes
 from pipeline.cdc.dimension_tables import ensure_dimension_tables
 from pipeline.cdc.images import after_images, image_struct, newest_per_key
-from pipeline.cdc.schema_history import SchemaRecord, SchemaWatch
 from pipeline.cdc.table_evolution import HISTORY_PROPERTY, plan, stage
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob

@@ -30,10 +30,10 @@ from lab.peers.cdc_python_writer import DimensionWriter
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from pipeline import metrics
+from pipeline.capture.schema_history import SchemaRecord, SchemaWatch
 from pipeline.cdc.changes import CHANGE_SCHEMA, parse_changes
 from pipeline.cdc.dimension_tables import committed_position, ensure_dimension_tables
 from pipeline.cdc.images import image_struct
-from pipeline.cdc.schema_history import SchemaRecord, SchemaWatch
 from pipeline.cdc.targets import targets
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob

@@ -24,20 +24,66 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.manifest import ManifestContent
+from pyiceberg.table.snapshots import Operation
 
-from pipeline.cdc.expiry import expire_old_snapshots
-from pipeline.cdc.fold import FoldPlan, FoldPolicy, WrittenFold, commit_fold, fold, plan_fold, write_fold
+from pipeline.capture.schema_history import SchemaRecord
 from pipeline.cdc.images import after_fields, after_images, newest_per_key
-from pipeline.cdc.key_index import ABSENT, KeyIndex, key_hashes
-from pipeline.cdc.live_rows import FileCounts, live_files, read_index
-from pipeline.cdc.row_delta import RowDelta, write_data_file, write_position_deletes
-from pipeline.cdc.schema_history import SchemaRecord
 from pipeline.cdc.table_evolution import HISTORY_PROPERTY, ColumnEvolution, plan, stage
 from pipeline.cdc.targets import SchemaNotYetRecorded
+from pipeline.lake_writer.catalog_tables import commit_attempts
+from pipeline.lake_writer.expiry import expire_old_snapshots
+from pipeline.lake_writer.fold import FoldPlan, FoldPolicy, WrittenFold, commit_fold, fold, plan_fold, write_fold
+from pipeline.lake_writer.key_index import ABSENT, KeyIndex, key_hashes
+from pipeline.lake_writer.live_rows import FileCounts, live_files, read_index
+from pipeline.lake_writer.pyiceberg_internals import CachedTransaction, OverwriteFiles, data_files_of
+from pipeline.lake_writer.row_delta import RowDelta, write_data_file, write_position_deletes
 from pipeline.native_memory import give_back_freed
-from pipeline.pyiceberg_tables import CachedTransaction, commit_attempts, replace_contents
 
 log = logging.getLogger(__name__)
+
+
+def live_data_files(table) -> list:
+    """The data files of the table's current snapshot."""
+    current = table.current_snapshot()
+    return [entry.data_file
+            for manifest in (current.manifests(table.io) if current else ())
+            if manifest.content == ManifestContent.DATA
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)]
+
+
+class _ReplaceAll(OverwriteFiles):
+    """An overwrite that deletes every live data file, so no manifest of the parent carries on.
+
+    PyIceberg 0.12's overwrite keeps each parent manifest none of whose live files it deletes,
+    and a manifest of only deleted entries (what every overwrite leaves) is one: they pile up,
+    one more a commit, and every commit reads them all, so commits grow slower without end.
+    """
+
+    def _existing_manifests(self) -> list:
+        return []
+
+
+def replace_contents(table, rows: pa.Table, properties: dict[str, str], before=None) -> None:
+    """One snapshot: every data file of ``table`` out, ``rows`` in (one file for a small table).
+
+    For the small tables whose one writer holds their whole content (dimensions, aggregate
+    results): PyIceberg's ``overwrite`` is a delete and an append, two snapshots with a
+    manifest list each, and a row-level delete reads and rewrites every file that may hold a
+    changed key. Replacing the files costs one new file and one snapshot whatever changed.
+    Delete files of older writers go too: they applied to the data files replaced. ``before(tx)``,
+    if given, stages other changes first (a schema update) and returns snapshot properties.
+    """
+    with CachedTransaction(table) as tx:
+        if before is not None:  # e.g. a schema change staged in the same commit (returns snapshot properties)
+            properties = {**properties, **before(tx)}
+        operation = Operation.OVERWRITE if table.current_snapshot() else Operation.APPEND
+        with _ReplaceAll(operation, tx, table.io, snapshot_properties=properties) as producer:
+            for data_file in live_data_files(table):
+                producer.delete_data_file(data_file)
+            if rows.num_rows:
+                for data_file in data_files_of(tx.table_metadata, rows, table.io, write_uuid=producer.commit_uuid):
+                    producer.append_data_file(data_file)
 
 
 @dataclass(frozen=True)
@@ -61,7 +107,7 @@ class DimensionWriter:
     position-delete file naming the rows they replace (or delete), found through the index,
     so a batch costs what it changes, whatever the table's size (docs/cdc.md has the
     figures). No delete is written for a key no file holds. Every ``policy.fold_files``
-    batches the writer folds the small files and the delete files (``pipeline.cdc.fold``):
+    batches the writer folds the small files and the delete files (``pipeline.lake_writer.fold``):
     readers never merge more than a bounded number of them.
     """
 
@@ -195,7 +241,7 @@ class DimensionWriter:
             self._folder.shutdown(wait=True, cancel_futures=True)
 
     def fold(self) -> None:
-        """Fold small files and delete files now, start to end (``pipeline.cdc.fold``); a lost race only
+        """Fold small files and delete files now, start to end (``pipeline.lake_writer.fold``); a lost race only
         postpones it."""
         self._drop_fold()
         for attempt in commit_attempts():

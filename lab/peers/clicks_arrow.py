@@ -27,6 +27,7 @@ import time
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lab.peers.clicks_arrow_reader import RangeReader
 from lab.peers.clicks_arrow_tables import ensure_clicks_tables
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
@@ -41,8 +42,8 @@ from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
 from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.planner import Planner
-from pipeline.kafka_source.range_reader import RangeReader
-from pipeline.pyiceberg_tables import CachedTransaction, commit_attempts, newest_summary_with
+from pipeline.lake_writer.catalog_tables import commit_attempts, newest_summary_with
+from pipeline.lake_writer.pyiceberg_internals import CachedTransaction
 from pipeline.tables import CLICKS_FIXED_COLUMNS, DEAD_DONE_PROPERTY
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from pyiceberg.types import (
 )
 
 from lakehouse.settings import Settings
-from pipeline.pyiceberg_tables import ensure_table
+from pipeline.lake_writer.catalog_tables import ensure_table
 from pipeline.tables import CLICKS_COLUMNS, COMMON_PROPERTIES, DEAD_LETTER_COLUMNS
 
 #: Spark SQL types the declarations use -> Iceberg's (Spark's TIMESTAMP is Iceberg's timestamptz)

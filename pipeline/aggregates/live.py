@@ -49,7 +49,7 @@ from pipeline.aggregates.increments import (
     snapshots_after,
 )
 from pipeline.aggregates.tables import ensure_aggregate_tables
-from pipeline.pyiceberg_tables import newest_summary_with
+from pipeline.lake_writer.catalog_tables import newest_summary_with
 
 log = logging.getLogger(__name__)
 

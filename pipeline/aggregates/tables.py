@@ -13,7 +13,7 @@ from pyiceberg.types import BinaryType, DecimalType, IntegerType, LongType, Nest
 
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
-from pipeline.pyiceberg_tables import ensure_table
+from pipeline.lake_writer.catalog_tables import ensure_table
 from pipeline.tables import COMMON_PROPERTIES, UPSERT_PROPERTIES
 
 

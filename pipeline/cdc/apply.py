@@ -57,20 +57,20 @@ from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import FatalError
 from lakehouse.settings import Settings
 from pipeline import metrics
+from pipeline.capture.schema_history import SchemaRecord, SchemaWatch
 from pipeline.cdc.buckets import BUCKET_FIELD, Outcome, TableWork, apply, bucket_count, build
 from pipeline.cdc.change_reading import ChangeReading, by_bucket
 from pipeline.cdc.dimension_tables import committed_position, ensure_dimension_tables
-from pipeline.cdc.expiry import expire_old_snapshots
-from pipeline.cdc.fold import FoldPolicy
 from pipeline.cdc.held_state import Held, StateNotHere, claim, keep, scratch
-from pipeline.cdc.row_delta import RowDelta
-from pipeline.cdc.schema_history import SchemaRecord, SchemaWatch
 from pipeline.cdc.table_evolution import HISTORY_PROPERTY, plan, stage
 from pipeline.cdc.targets import Target, targets
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
 from pipeline.kafka_source.planner import Planner
-from pipeline.pyiceberg_tables import CachedTransaction
+from pipeline.lake_writer.expiry import expire_old_snapshots
+from pipeline.lake_writer.fold import FoldPolicy
+from pipeline.lake_writer.pyiceberg_internals import CachedTransaction
+from pipeline.lake_writer.row_delta import RowDelta
 
 log = logging.getLogger(__name__)
 

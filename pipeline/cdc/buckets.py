@@ -30,12 +30,12 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import IcebergType
 
-from pipeline.cdc.fold import FoldPolicy, plan_fold_of, write_fold
 from pipeline.cdc.images import after_fields, after_images, newest_per_key
-from pipeline.cdc.key_index import ABSENT, KeyIndex, key_hashes
-from pipeline.cdc.live_rows import FileCounts, index_of_files
-from pipeline.cdc.row_delta import write_data_file, write_position_deletes
 from pipeline.cdc.targets import SchemaNotYetRecorded
+from pipeline.lake_writer.fold import FoldPolicy, plan_fold_of, write_fold
+from pipeline.lake_writer.key_index import ABSENT, KeyIndex, key_hashes
+from pipeline.lake_writer.live_rows import FileCounts, index_of_files
+from pipeline.lake_writer.row_delta import write_data_file, write_position_deletes
 from pipeline.native_memory import give_back_freed, keep_resident_small
 
 #: the partition field's name in every bucketed dimension table
@@ -171,7 +171,7 @@ def _write(bucket: Bucket, work: TableWork, io, locations, changes: pa.Table, ou
 
 
 def _fold(bucket: Bucket, work: TableWork, io, locations, outcome: Outcome) -> None:
-    """The bucket's fold (``pipeline.cdc.fold``), in this task: its rows move, and only its index knows them."""
+    """The bucket's fold (``pipeline.lake_writer.fold``), in this task: its rows move, and only its index knows them."""
     began = time.monotonic()
     plan = plan_fold_of(work.metadata, [*bucket.data.values(), *bucket.deletes.values()], bucket.index, work.policy)
     bucket.counts.since_fold = 0

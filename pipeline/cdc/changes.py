@@ -1,6 +1,6 @@
 """The change topics' records as rows the apply job works with: one per change, checked.
 
-Each Kafka record is a Debezium-style envelope (``pipeline.cdc.envelope``). The apply needs
+Each Kafka record is a Debezium-style envelope (``pipeline.capture.envelope``). The apply needs
 its table, op, key, binlog position and source time, and the after-image, which
 ``pipeline.cdc.images`` reads out of the record's own text when it builds the rows: the
 record is kept as the text it arrived as (the ``envelope`` column), never cut apart or
@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from lakehouse.errors import FatalError
-from pipeline.cdc import envelope as env
+from pipeline.capture import envelope as env
 
 CHANGE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
                            ("tbl", pa.string()), ("op", pa.string()), ("pk", pa.string()),

@@ -22,7 +22,7 @@ from pyiceberg.types import (
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from pipeline.kafka_source import offsets as kafka_offsets
-from pipeline.pyiceberg_tables import ensure_table, newest_summary_with
+from pipeline.lake_writer.catalog_tables import ensure_table, newest_summary_with
 from pipeline.tables import COMMON_PROPERTIES, UPSERT_PROPERTIES
 
 
@@ -39,13 +39,14 @@ def dimensions(settings: Settings) -> dict[str, Dimension]:
         return Schema(NestedField(1, key, StringType(), required=True), NestedField(2, "name", StringType()),
                       *rest, NestedField(5, "update_time", TimestamptzType()), identifier_field_ids=[1])
 
-    cat = settings.catalog
+    products, members = settings.table("products"), settings.table("members")
+    assert products.key and members.key and products.source and members.source  # declared in the registry
     return {
-        "products": Dimension(cat.products_table, "productId", columns(
-            "productId", NestedField(3, "description", StringType()),
+        products.source: Dimension(products.table, products.key, columns(
+            products.key, NestedField(3, "description", StringType()),
             NestedField(4, "product_price", DecimalType(10, 4)))),
-        "user_member": Dimension(cat.members_table, "userid", columns(
-            "userid", NestedField(3, "show_params", StringType()), NestedField(4, "member_level", IntegerType()))),
+        members.source: Dimension(members.table, members.key, columns(
+            members.key, NestedField(3, "show_params", StringType()), NestedField(4, "member_level", IntegerType()))),
     }
 
 

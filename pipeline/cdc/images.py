@@ -114,7 +114,7 @@ def _json_kind(kind: pa.DataType) -> pa.DataType | None:
         return pa.int64()
     if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_decimal(kind) \
             or pa.types.is_timestamp(kind):
-        return pa.string()  # decimals as their exact text, timestamps as ISO-8601 text (pipeline.cdc.envelope)
+        return pa.string()  # decimals as their exact text, timestamps as ISO-8601 text (pipeline.capture.envelope)
     return None
 
 

@@ -1,7 +1,7 @@
 """A dimension table follows its source's schema: new columns and wider types, in the commit of the first change after them.
 
 The capture records each captured table's schema in the schema history topic
-(``pipeline.cdc.schema_history``) before any change after a DDL; the apply job reads the
+(``pipeline.capture.schema_history``) before any change after a DDL; the apply job reads the
 newest record when a batch carries a field its table does not have, or when a record is
 newer than the table's, and the writer stages the Iceberg schema update in the same
 transaction as the batch's rows (``DimensionWriter.apply``): readers see the new column and
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pyiceberg.schema import Schema
 from pyiceberg.types import DecimalType, DoubleType, FloatType, IcebergType, IntegerType, LongType
 
-from pipeline.cdc.schema_history import SchemaRecord
-from pipeline.cdc.source_schema import iceberg_type
+from pipeline.capture.schema_history import SchemaRecord
+from pipeline.capture.source_schema import iceberg_type
 
 HISTORY_PROPERTY = "lakehouse.source-schema.history"
 CHANGE_PROPERTY = "lakehouse.schema-change"
@@ -51,7 +51,7 @@ def plan(table_schema: Schema, record: SchemaRecord, renames: dict[str, str]) ->
 
     A column the record has and the table lacks is added; one whose source type now maps to a
     wider Iceberg type is widened. Nothing is ever dropped or narrowed here: the capture stops
-    on those (``pipeline.cdc.ddl``) until someone decides.
+    on those (``pipeline.capture.ddl``) until someone decides.
     """
     out = []
     for column in record.schema.columns:

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.errors import TransientError
 from lakehouse.settings import Settings
+from pipeline.capture.schema_history import SchemaRecord
+from pipeline.capture.source_schema import to_iceberg_schema
 from pipeline.cdc.changes import EnvelopeError
 from pipeline.cdc.dimension_tables import dimensions
-from pipeline.cdc.schema_history import SchemaRecord
-from pipeline.cdc.source_schema import to_iceberg_schema
-from pipeline.pyiceberg_tables import ensure_table
+from pipeline.lake_writer.catalog_tables import ensure_table
 from pipeline.tables import COMMON_PROPERTIES, UPSERT_PROPERTIES
 
 

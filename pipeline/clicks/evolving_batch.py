@@ -36,7 +36,7 @@ from pipeline.clicks.validate import Limits, parse_batch
 from pipeline.dimensions import Dimensions, enrich_batch
 from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.ranges import OffsetRange
-from pipeline.pyiceberg_tables import commit_attempts
+from pipeline.lake_writer.catalog_tables import commit_attempts
 from pipeline.tables import CLICKS_FROM_EVENT
 
 log = logging.getLogger(__name__)

@@ -26,8 +26,7 @@ FIRST_ORPHAN_SCAN_PASSES = 5
 
 def managed_tables(settings: Settings) -> list[str]:
     """Every table of the lake, as Spark names them (a table added to the settings is maintained too)."""
-    c = settings.catalog
-    return [f"{c.name}.{t}" for t in c.tables().values()]
+    return [f"{settings.catalog.name}.{t.table}" for t in settings.tables]
 
 
 @dataclass
@@ -51,11 +50,10 @@ class MaintenanceJob:
         self.tables = managed_tables(settings)
         self.actions = Actions(spark, settings.catalog.name, settings.maintenance)
         self.clicks = f"{settings.catalog.name}.{settings.catalog.clicks_table}"
-        c = settings.catalog
-        #: tables whose writer folds their files itself (the CDC apply's key index knows every live row):
-        #: a Spark rewrite here would rewrite every file with a delete (the whole table, for random keys)
-        #: and make the writer read its index again; maintenance only expires their snapshots and orphans
-        self.writer_folded = {f"{c.name}.{c.products_table}", f"{c.name}.{c.members_table}"}
+        #: tables whose writer folds their files itself (``LakeTable.upkeep``): a Spark rewrite here would rewrite
+        #: every file with a delete (the whole table, for random keys) and make the writer read its index again;
+        #: maintenance only expires their snapshots and removes their orphans
+        self.writer_folded = {f"{settings.catalog.name}.{t.table}" for t in settings.tables if t.upkeep == "writer-folds"}
         m = settings.maintenance
         delay = FIRST_ORPHAN_SCAN_PASSES * m.interval_seconds if first_orphan_scan_after_s is None \
             else first_orphan_scan_after_s

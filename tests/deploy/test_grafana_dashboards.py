@@ -11,7 +11,7 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY
 
-import pipeline.cdc.capture  # noqa: F401 - registers the CDC metrics
+import pipeline.capture.connector  # noqa: F401 - registers the CDC metrics
 import pipeline.metrics  # noqa: F401 - registers the pipeline metrics
 import queries.freshness_probe  # noqa: F401 - registers the probe metrics
 from deploy import prometheus_rules

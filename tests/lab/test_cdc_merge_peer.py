@@ -10,8 +10,8 @@ from deploy.local.services.mariadb import connect as mariadb_connect
 from lab.peers.cdc_merge import MergeApplyJob
 from lab.reconcile import trino_rows
 from lakehouse.kafka_clients import end_offsets
-from pipeline.cdc.capture import Capture
-from pipeline.cdc.checkpoints import read_checkpoint
+from pipeline.capture.checkpoints import read_checkpoint
+from pipeline.capture.connector import Capture
 from pipeline.kafka_source import offsets as kafka_offsets
 from tests.support.cdc import isolated_cdc_settings, lake_rows, source_rows, wait_equal
 

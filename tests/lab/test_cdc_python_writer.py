@@ -1,4 +1,4 @@
-"""The Python apply peer's writer at size (lab/peers/cdc_python_writer.py; pipeline/cdc/row_delta.py, fold.py)
+"""The Python apply peer's writer at size (lab/peers/cdc_python_writer.py; pipeline/lake_writer/row_delta.py, fold.py)
 on the real catalog and S3: a batch adds files in proportion to its changes, never rewrites the table;
 every reader (PyIceberg, DuckDB, Spark, Trino) sees the rows MariaDB would hold; folding bounds the delete
 files; a compaction by another writer is survived without bringing a row back."""
@@ -18,10 +18,10 @@ from lab.peers.cdc_python_writer import DimensionWriter
 from lakehouse.catalog import pyiceberg_catalog
 from pipeline.cdc.changes import CHANGE_SCHEMA
 from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
-from pipeline.cdc.expiry import KEEP_AT_LEAST
-from pipeline.cdc.fold import FoldPolicy
-from pipeline.cdc.live_rows import live_files
 from pipeline.kafka_source import offsets as kafka_offsets
+from pipeline.lake_writer.expiry import KEEP_AT_LEAST
+from pipeline.lake_writer.fold import FoldPolicy
+from pipeline.lake_writer.live_rows import live_files
 
 COLUMNS = {"userid": "userid", "name": "name", "show_params": "show_params", "member_level": "memberLevel",
            "update_time": "update_time"}

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from pipeline.cdc.capture import Capture
-from pipeline.cdc.checkpoints import read_checkpoint
+from pipeline.capture.checkpoints import read_checkpoint
+from pipeline.capture.connector import Capture
 from tests.support.cdc import isolated_cdc_settings
 
 

@@ -10,10 +10,10 @@ import pytest
 
 from deploy.local.services.mariadb import connect as mariadb_connect
 from lab.reconcile import trino_rows
+from pipeline.capture.checkpoints import read_checkpoint
+from pipeline.capture.connector import Capture
+from pipeline.capture.ddl import SchemaChangeError
 from pipeline.cdc.apply import DimensionApplyJob
-from pipeline.cdc.capture import Capture
-from pipeline.cdc.checkpoints import read_checkpoint
-from pipeline.cdc.ddl import SchemaChangeError
 from tests.support.cdc import execute, lake_rows, source_rows, wait_equal
 from tests.support.kafka import consume_all
 
@@ -163,7 +163,7 @@ def test_missing_topics_are_named_with_the_command_or_created_where_the_settings
     from deploy.local.services.broker import admin_client
     from deploy.local.services.mariadb import create_source_database
     from lakehouse.kafka_clients import missing_topics
-    from pipeline.cdc.capture import MissingTopics
+    from pipeline.capture.connector import MissingTopics
 
     s = settings.model_copy(deep=True)
     suffix = uuid.uuid4().hex[:8]

@@ -3,19 +3,25 @@ broker, metastore and object store: changes flow before, during and after each s
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import uuid
 
 import pytest
+from typer.testing import CliRunner
 
+from cli.main import app
 from deploy.local.services.mariadb import connect as mariadb_connect
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.cdc_settings import CapturedTable
+from pipeline.capture.checkpoints import read_checkpoint
+from pipeline.capture.connector import Capture
+from pipeline.capture.ddl import SchemaChangeError
 from pipeline.cdc.apply import DimensionApplyJob
-from pipeline.cdc.capture import Capture
-from pipeline.cdc.checkpoints import read_checkpoint
-from pipeline.cdc.ddl import SchemaChangeError
 from pipeline.cdc.table_evolution import HISTORY_PROPERTY
+from pipeline.maintenance.job import MaintenanceJob
+from queries.library import render
 from tests.support.cdc import isolated_cdc_settings
 
 pytestmark = pytest.mark.stack
@@ -143,9 +149,11 @@ def test_a_dropped_column_stops_the_capture_until_accepted_then_nothing_is_lost_
         job.close()
 
 
-def test_a_third_table_is_captured_end_to_end_from_the_settings_alone(spark, settings):
-    """Named only in the settings: its topic is created by the capture (``kafka.create_topics``), its Iceberg
-    schema derived from the source's columns and key at the first snapshot."""
+def test_a_table_added_in_the_settings_is_captured_applied_maintained_and_listed(spark, settings, monkeypatch):
+    """Named only in the settings (the table registry): its topic is created by the capture
+    (``kafka.create_topics``), its Iceberg schema derived from the source's columns and key at the first
+    snapshot; maintenance removes its orphan files and leaves its data files to the writer's folds; the query library
+    names it ``{orders}`` and `lakehouse query --list` shows it."""
     cdc = isolated_cdc_settings(settings)
     cdc.kafka.create_topics = True
     suffix = cdc.mariadb.database.removeprefix("shop_")
@@ -164,6 +172,29 @@ def test_a_third_table_is_captured_end_to_end_from_the_settings_alone(spark, set
         assert [(f.name, str(f.field_type)) for f in schema.fields] == [
             ("order_id", "long"), ("amount", "decimal(12, 2)"), ("placed_at", "timestamp"), ("note", "string")]
         assert {k: str(v[0]) for k, v in lake(cdc, table, "order_id,amount").items()} == {1: "11.00", 3: "1.00"}
+
+        # maintained: a file no snapshot references (what a dropped fold leaves) is removed, the rows stay
+        iceberg = pyiceberg_catalog(cdc).load_table(table)
+        orphan = f"{iceberg.location()}/data/orphan-{uuid.uuid4().hex}.parquet"
+        with iceberg.io.new_output(orphan).create() as out:
+            out.write(b"left behind by a fold that never committed")
+        time.sleep(1.0)  # older than the margin (0 h here), by the object store's clock
+        cdc.maintenance.orphan_older_than_hours = 0
+        maintenance, spark_name = MaintenanceJob(spark, cdc, first_orphan_scan_after_s=0), f"{cdc.catalog.name}.{table}"
+        assert spark_name in maintenance.tables and spark_name in maintenance.writer_folded
+        maintenance.tables = [spark_name]  # this test's table alone: the others belong to other tests
+        maintenance.run_once()
+        assert [(t, r.action) for t, r in maintenance.results] == [(spark_name, "remove_orphans")]
+        assert not iceberg.io.new_input(orphan).exists()
+        assert {k: str(v[0]) for k, v in lake(cdc, table, "order_id,amount").items()} == {1: "11.00", 3: "1.00"}
+
+        namespace, name = table.split(".")
+        assert render("SELECT count(*) FROM {orders}", cdc) == \
+            f'SELECT count(*) FROM {cdc.catalog.trino_catalog}.{namespace}."{name}"'
+        monkeypatch.setenv("LAKEHOUSE_CDC__EXTRA_TABLES", json.dumps([{"source": "orders", "table": table}]))
+        listed = CliRunner().invoke(app, ["query", "--list"], terminal_width=200)
+        assert listed.exit_code == 0, listed.output
+        assert any("{orders}" in line and table in line and "writer dims" in line for line in listed.output.splitlines())
     finally:
         capture.close()
         job.close()

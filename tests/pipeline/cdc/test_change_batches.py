@@ -16,7 +16,7 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.cdc import envelope as env
+from pipeline.capture import envelope as env
 from pipeline.cdc.changes import EnvelopeError, _decode_batch, _decode_records, parse_changes
 from pipeline.kafka_source.fetch import RAW_SCHEMA
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lab.peers.cdc_python_writer import DimensionWriter
-from pipeline.cdc import envelope as env
+from pipeline.capture import envelope as env
 from pipeline.cdc.changes import CHANGE_SCHEMA, parse_changes
 from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
 from pipeline.cdc.images import _decode_images, _read_images, after_fields, after_images, image_struct, newest_per_key
@@ -181,7 +181,7 @@ def test_an_integer_key_names_the_same_row_after_a_restart(settings, whole_table
     from pyiceberg.types import LongType, NestedField, StringType
 
     from lakehouse.catalog import pyiceberg_catalog
-    from pipeline.pyiceberg_tables import ensure_table
+    from pipeline.lake_writer.catalog_tables import ensure_table
     from pipeline.tables import COMMON_PROPERTIES, UPSERT_PROPERTIES
 
     name = f"ods_test.orders_{int(time.time() * 1000)}"
@@ -207,7 +207,7 @@ def test_an_integer_key_names_the_same_row_after_a_restart(settings, whole_table
 def test_the_snapshot_reads_timestamps_and_decimals_as_the_stream_writes_them():
     """The snapshot reads TIMESTAMP and DECIMAL as text (fast); the binlog stream converts Python values:
     both must give the apply job the same JSON values."""
-    from pipeline.cdc import envelope as env
+    from pipeline.capture import envelope as env
 
     stamp = dt.datetime(2026, 11, 26, 4, 41, 18, 123456, tzinfo=dt.timezone.utc)
     assert env._timestamp_text("2026-11-26 04:41:18.123456") == env.to_json_value(stamp)

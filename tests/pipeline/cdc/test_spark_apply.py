@@ -22,7 +22,7 @@ from lakehouse.settings_env import settings_env
 from pipeline.cdc.apply import DimensionApplyJob
 from pipeline.cdc.buckets import BUCKET_FIELD
 from pipeline.cdc.dimension_tables import committed_position
-from pipeline.cdc.fold import FoldPolicy
+from pipeline.lake_writer.fold import FoldPolicy
 from tests.support.cdc import execute, lake_rows, source_rows, start_job, wait_equal
 from tests.support.spark_cluster import TWO_EXECUTORS, executors
 

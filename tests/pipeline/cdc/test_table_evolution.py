@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pyiceberg.types import IntegerType, LongType, StringType
 
-from pipeline.cdc.schema_history import SchemaRecord
-from pipeline.cdc.source_schema import SourceColumn, SourceSchema, to_iceberg_schema
+from pipeline.capture.schema_history import SchemaRecord
+from pipeline.capture.source_schema import SourceColumn, SourceSchema, to_iceberg_schema
 from pipeline.cdc.table_evolution import plan
 
 KEY = SourceColumn("userid", "varchar", "varchar(32)", False, 32)
@@ -30,6 +30,6 @@ def test_a_new_source_column_is_added_under_its_own_name_and_a_renamed_one_under
 
 
 def test_a_type_the_lake_cannot_widen_to_is_left_alone_here():
-    """The capture stops on it (pipeline/cdc/ddl.py); the apply never narrows or converts a column."""
+    """The capture stops on it (pipeline/capture/ddl.py); the apply never narrows or converts a column."""
     changes = plan(TABLE, record(KEY, SourceColumn("memberLevel", "varchar", "varchar(8)", False, 8)), RENAMES)
     assert changes == [] and TABLE.find_field("member_level").field_type == IntegerType()

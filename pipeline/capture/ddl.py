@@ -2,7 +2,7 @@
 
 The capture hands every statement that is not a transaction boundary to ``DdlFollower.statement``.
 For DDL on a captured table it reads the table's columns again (``information_schema``) and
-compares them with the schema it last recorded (``pipeline.cdc.source_schema.classify``):
+compares them with the schema it last recorded (``pipeline.capture.source_schema.classify``):
 
 - what the lake can follow (a new column, a wider type, a change the lake's type absorbs) is
   recorded in the schema history topic, acknowledged before any later change is published,
@@ -25,8 +25,8 @@ import time
 
 from lakehouse.errors import FatalError
 from pipeline import metrics
-from pipeline.cdc.schema_history import SchemaRecord
-from pipeline.cdc.source_schema import Follow, SourceSchema, classify, read_source_schema
+from pipeline.capture.schema_history import SchemaRecord
+from pipeline.capture.source_schema import Follow, SourceSchema, classify, read_source_schema
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from lakehouse import kafka_clients
 from lakehouse.errors import LakehouseError, TransientError
 from lakehouse.settings import Settings
-from pipeline.cdc.source_schema import SourceSchema
+from pipeline.capture.source_schema import SourceSchema
 
 
 class SchemaUnreadable(TransientError):

@@ -35,10 +35,10 @@ import pyarrow.compute as pc
 from pyiceberg.manifest import DataFile, DataFileContent
 from pyiceberg.table.metadata import TableMetadata
 
-from pipeline.cdc.key_index import KeyIndex
-from pipeline.cdc.live_rows import live_files, read_by_field_id
-from pipeline.cdc.row_delta import RowDelta, write_data_file, write_position_deletes
-from pipeline.pyiceberg_tables import CachedTransaction
+from pipeline.lake_writer.key_index import KeyIndex
+from pipeline.lake_writer.live_rows import live_files, read_by_field_id
+from pipeline.lake_writer.pyiceberg_internals import CachedTransaction
+from pipeline.lake_writer.row_delta import RowDelta, write_data_file, write_position_deletes
 
 log = logging.getLogger(__name__)
 

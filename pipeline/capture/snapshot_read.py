@@ -26,7 +26,7 @@ import msgspec
 import pymysql
 
 from lakehouse.errors import FatalError
-from pipeline.cdc.source_schema import INTEGER_BITS, SourceSchema
+from pipeline.capture.source_schema import INTEGER_BITS, SourceSchema
 
 
 def open_consistent_read(cur, gtid_set_query: str) -> tuple[str, int, str]:

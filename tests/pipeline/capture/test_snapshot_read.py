@@ -13,10 +13,10 @@ import msgspec
 import pytest
 
 from deploy.local.services.mariadb import connect
-from pipeline.cdc import envelope as env
-from pipeline.cdc import snapshot_read
-from pipeline.cdc.snapshot_read import json_rows, server_images, server_json_select, table_rows
-from pipeline.cdc.source_schema import read_source_schema
+from pipeline.capture import envelope as env
+from pipeline.capture import snapshot_read
+from pipeline.capture.snapshot_read import json_rows, server_images, server_json_select, table_rows
+from pipeline.capture.source_schema import read_source_schema
 
 pytestmark = pytest.mark.stack
 

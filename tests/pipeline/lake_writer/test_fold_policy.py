@@ -1,4 +1,4 @@
-"""Which files a fold rewrites (pipeline/cdc/fold.py): much-deleted ones, the most deleted first, and small
+"""Which files a fold rewrites (pipeline/lake_writer/fold.py): much-deleted ones, the most deleted first, and small
 ones a size tier at a time, within the rows one fold may rewrite; and when the writer folds (live_rows.FileCounts)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pyarrow as pa
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.typedef import Record
 
-from pipeline.cdc.fold import FoldPolicy, _to_rewrite
-from pipeline.cdc.key_index import KeyIndex
-from pipeline.cdc.live_rows import FileCounts
+from pipeline.lake_writer.fold import FoldPolicy, _to_rewrite
+from pipeline.lake_writer.key_index import KeyIndex
+from pipeline.lake_writer.live_rows import FileCounts
 
 
 def data_file(path: str, rows: int, content: DataFileContent = DataFileContent.DATA) -> DataFile:

@@ -10,7 +10,7 @@ Correctness rules (docs/cdc.md documents them):
   after it are published again: the same envelopes with the same source position,
   which the apply job collapses by position, so replays are harmless.
 - **DDL.** DDL on a captured table is judged against the table's recorded schema
-  (``pipeline.cdc.ddl``): what the lake can follow (a new column, a wider type) is recorded in
+  (``pipeline.capture.ddl``): what the lake can follow (a new column, a wider type) is recorded in
   the schema history topic before any later change is published; anything else stops the
   capture, saying what happened and how to resume.
 """
@@ -42,12 +42,12 @@ from lakehouse.errors import Backoff, FatalError, TransientError
 from lakehouse.settings import Settings, secret
 from lakehouse.source_database import connect
 from pipeline import metrics
-from pipeline.cdc import envelope as env
-from pipeline.cdc import gtid as gtids
-from pipeline.cdc.checkpoints import read_checkpoint
-from pipeline.cdc.ddl import DdlFollower, read_schemas, snapshot_records
-from pipeline.cdc.schema_history import SchemaRecord, latest, read_all
-from pipeline.cdc.snapshot_read import Image, open_consistent_read, server_images, table_rows
+from pipeline.capture import envelope as env
+from pipeline.capture import gtid as gtids
+from pipeline.capture.checkpoints import read_checkpoint
+from pipeline.capture.ddl import DdlFollower, read_schemas, snapshot_records
+from pipeline.capture.schema_history import SchemaRecord, latest, read_all
+from pipeline.capture.snapshot_read import Image, open_consistent_read, server_images, table_rows
 
 log = logging.getLogger(__name__)
 

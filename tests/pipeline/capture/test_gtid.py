@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pymysqlreplication.gtid import GtidSet
 
-from pipeline.cdc import gtid
+from pipeline.capture import gtid
 
 A = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 B = "8d5b9e0a-1b2c-11ef-9a0b-0242ac120002"
@@ -68,7 +68,7 @@ def test_the_set_the_library_reads_holds_exactly_the_transactions_added(numbers)
 
 
 def test_a_checkpoint_falls_only_where_a_transaction_ended():
-    from pipeline.cdc.capture import ends_transaction
+    from pipeline.capture.connector import ends_transaction
 
     for inside in ("BEGIN", "SAVEPOINT SP1", "ROLLBACK TO SAVEPOINT SP1", "RELEASE SAVEPOINT SP1", "XA START 'X'",
                    "XA END 'X'", "XA PREPARE 'X'"):
@@ -80,7 +80,7 @@ def test_a_checkpoint_falls_only_where_a_transaction_ended():
 def test_only_a_position_the_source_no_longer_has_stops_the_capture():
     import pymysql
 
-    from pipeline.cdc.capture import position_lost
+    from pipeline.capture.connector import position_lost
 
     purged = pymysql.err.OperationalError(1236, "Could not find first log file name in binary log index file")
     twin = pymysql.err.OperationalError(1236, "A slave with the same server_uuid/server_id as this slave has "

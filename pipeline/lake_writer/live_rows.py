@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntry
 
 from lakehouse.errors import FatalError
-from pipeline.cdc.key_index import KeyIndex, key_hashes
+from pipeline.lake_writer.key_index import KeyIndex, key_hashes
 
 
 def live_files(table) -> list[ManifestEntry]:

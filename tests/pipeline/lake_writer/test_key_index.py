@@ -1,11 +1,11 @@
-"""The dimension writer's key index (pipeline/cdc/key_index.py): where each key's live row is."""
+"""The dimension writer's key index (pipeline/lake_writer/key_index.py): where each key's live row is."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 
-from pipeline.cdc.key_index import ABSENT, KeyIndex, key_hashes
+from pipeline.lake_writer.key_index import ABSENT, KeyIndex, key_hashes
 
 
 def index_of(keys: list[str], file_number: int = 0) -> KeyIndex:
@@ -49,7 +49,7 @@ def test_a_large_batch_of_new_keys_goes_straight_into_the_sorted_base():
 
 
 def test_two_keys_sharing_the_first_hash_are_told_apart_by_the_second(monkeypatch):
-    from pipeline.cdc import key_index
+    from pipeline.lake_writer import key_index
 
     def colliding(keys):  # every key gets the same first hash: lookups must walk the run and compare the second
         a, b = key_hashes(keys)
@@ -76,7 +76,7 @@ def test_rows_in_and_live_per_file_follow_the_moves():
 def test_a_table_holding_a_key_twice_is_refused_with_what_to_do():
     import pytest
 
-    from pipeline.cdc.key_index import DuplicateKeys
+    from pipeline.lake_writer.key_index import DuplicateKeys
 
     with pytest.raises(DuplicateKeys, match="1 keys are held by more than one live row .* of f[01].*snapshot the source"):
         KeyIndex.of_keys(pa.array(["a", "b", "a"], pa.large_string()), np.array([0, 0, 1]), np.array([0, 1, 0]),
@@ -88,7 +88,7 @@ def test_passes_in_pieces_count_and_find_deleted_rows_as_one_pass_would(monkeypa
     here, so every piece boundary is crossed, must give what a pass over all the keys gives."""
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 
-    from pipeline.cdc import fold, key_index
+    from pipeline.lake_writer import fold, key_index
 
     monkeypatch.setattr(key_index, "PIECE", 3)
     keys = [f"k{i}" for i in range(20)]

@@ -1,4 +1,4 @@
-"""A source table's schema as Iceberg types, and which DDL the lake follows (pipeline/cdc/source_schema.py)."""
+"""A source table's schema as Iceberg types, and which DDL the lake follows (pipeline/capture/source_schema.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-from pipeline.cdc.source_schema import Follow, SourceColumn, SourceSchema, classify, iceberg_type, to_iceberg_schema
+from pipeline.capture.source_schema import Follow, SourceColumn, SourceSchema, classify, iceberg_type, to_iceberg_schema
 
 
 def col(name: str, column_type: str, nullable: bool = True) -> SourceColumn:

@@ -23,7 +23,7 @@ from pyiceberg.table.snapshots import ancestors_of
 from pyiceberg.table.update.snapshot import ExpireSnapshots
 
 from pipeline.kafka_source import offsets as kafka_offsets
-from pipeline.pyiceberg_tables import CachedTransaction
+from pipeline.lake_writer.pyiceberg_internals import CachedTransaction
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Driver side: read planned offset ranges with one consumer kept from batch to batch.
+"""The click peer's reader: planned offset ranges read with one consumer kept from batch to batch.
 
 ``fetch.read_range`` makes a consumer per range and closes it after: right for Spark tasks,
 which run anywhere, but a writer that commits every quarter second would spend a good part

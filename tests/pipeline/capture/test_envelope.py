@@ -7,7 +7,7 @@ import datetime as dt
 import msgspec
 import pyarrow as pa
 
-from pipeline.cdc import envelope as env
+from pipeline.capture import envelope as env
 from pipeline.cdc.changes import parse_changes
 from pipeline.kafka_source.fetch import RAW_SCHEMA
 

@@ -37,8 +37,9 @@ from pyiceberg.manifest import (
 from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
 from pyiceberg.table import WriteTask
 from pyiceberg.table.snapshots import Operation, Summary
-from pyiceberg.table.update.snapshot import _FastAppendFiles
 from pyiceberg.typedef import EMPTY_DICT, Record
+
+from pipeline.lake_writer.pyiceberg_internals import FastAppendFiles
 
 PATH_ID, POS_ID = 2147483546, 2147483545
 POSITION_DELETE_SCHEMA = pa.schema([
@@ -114,7 +115,7 @@ class _DeleteManifestWriter(ManifestWriterV2):
         return {**super()._meta, "content": "deletes"}
 
 
-class RowDelta(_FastAppendFiles):
+class RowDelta(FastAppendFiles):
     """One snapshot adding data and delete files (and, rewriting the manifests, removing some)."""
 
     def __init__(self, transaction, io, snapshot_properties: dict[str, str], rewrite: bool = False,

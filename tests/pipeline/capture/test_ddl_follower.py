@@ -1,11 +1,11 @@
-"""What the capture does with DDL on a captured table (pipeline/cdc/ddl.py), the source's columns given."""
+"""What the capture does with DDL on a captured table (pipeline/capture/ddl.py), the source's columns given."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.cdc.ddl import DdlFollower, SchemaChangeError
-from pipeline.cdc.source_schema import SourceColumn, SourceSchema
+from pipeline.capture.ddl import DdlFollower, SchemaChangeError
+from pipeline.capture.source_schema import SourceColumn, SourceSchema
 
 KEY = SourceColumn("userid", "varchar", "varchar(32)", False, 32)
 LEVEL = SourceColumn("memberLevel", "int", "int(11)", False, None, 10, 0)
