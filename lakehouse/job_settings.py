@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from lakehouse.size_tiers import tier_bounds
+
 
 class PipelineSettings(BaseModel):
     """Knobs of the Spark jobs."""
@@ -135,6 +137,18 @@ class MaintenanceSettings(BaseModel):
                                      "on a shared machine the streaming writers get the cores first (19: it "
                                      "runs on what they leave; docs/maintenance.md, the soak CSVs in docs/results/).")
 
+    def retention_ms(self, table_max_age_ms: int | None) -> int:
+        """How long a table's snapshots are kept: ``snapshot_retention_minutes``, or the table's own
+        ``history.expire.max-snapshot-age-ms`` if shorter. The one rule of both expiries: maintenance's and
+        the dimension writer's after its folds (``pipeline.lake_writer.expiry``); each also keeps the newest
+        ``retain_last_snapshots`` and every writer's newest progress snapshot.
+
+        The dimension tables declare a short age: their writer (PyIceberg) copies the table's metadata a few
+        times per commit, so its commits slow down with every snapshot kept.
+        """
+        default = int(self.snapshot_retention_minutes * 60_000)
+        return default if table_max_age_ms is None else min(default, table_max_age_ms)
+
     @property
     def small_file_bytes(self) -> int:
         return int(self.small_file_mb * 1024 * 1024)
@@ -159,8 +173,4 @@ class MaintenanceSettings(BaseModel):
         rewritten once per tier it passes through (a simulated day:
         tests/pipeline/maintenance/test_maintenance_plan.py; its figures in docs/maintenance.md).
         """
-        final = self.final_file_bytes
-        bounds = [min(self.small_file_bytes, final)]
-        while bounds[-1] < final:
-            bounds.append(min(bounds[-1] * self.compact_medium_files // 2, final))
-        return tuple(bounds)
+        return tier_bounds(self.small_file_bytes, self.final_file_bytes, self.compact_medium_files / 2)

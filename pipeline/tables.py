@@ -43,8 +43,8 @@ UPSERT_PROPERTIES = {
     # manifest more for the next delete to read, 1.8 -> 0.9 s a commit after a minute at 1,000 changes/s
     P.MANIFEST_MERGE_ENABLED: "true",
     # ... and it copies the table's metadata a few times per commit, so each snapshot kept slows commits
-    # down (two a batch; 0.4 -> 0.9 s a commit over 5 minutes at 1,000 changes/s): maintenance expires
-    # these tables' snapshots after 10 minutes rather than the hour of `maintenance.snapshot_retention_minutes`
+    # down (two a batch; 0.4 -> 0.9 s a commit over 5 minutes at 1,000 changes/s): both expiries (maintenance's,
+    # the writer's after its folds) keep these tables' snapshots 10 minutes, not `maintenance.snapshot_retention_minutes`
     P.MAX_SNAPSHOT_AGE_MS: str(10 * 60_000),
     # the writer's folds write each file sorted by key (pipeline.lake_writer.fold); row groups of 50,000 rows let a
     # point query read one row group of each file instead of the file (a 10 M-row table after an hour:

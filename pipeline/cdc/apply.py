@@ -362,7 +362,7 @@ class DimensionApplyJob(KafkaBatchJob):
                     for file in outcome.added:
                         delta.add(file)
         if removed:
-            expire_old_snapshots(table)
+            expire_old_snapshots(table, self.settings.maintenance)
         took = time.monotonic() - began
         metrics.COMMIT_SECONDS.labels(target.table).observe(took)
         metrics.LAST_COMMIT.labels(target.table).set(time.time())

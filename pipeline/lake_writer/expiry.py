@@ -7,9 +7,9 @@ depend on another job to stay fast.
 Only metadata changes (PyIceberg's ``ExpireSnapshots``); the files the expired snapshots
 alone held are left to maintenance's orphan removal.
 
-Kept: every snapshot younger than the table's ``history.expire.max-snapshot-age-ms``, the
-newest ``KEEP_AT_LEAST``, and the newest snapshot that recorded the Kafka offsets (where the
-writer resumes), whatever their age.
+Which snapshots go follows maintenance's rule (``MaintenanceSettings.retention_ms``): kept are
+every snapshot younger than the retention, the newest ``retain_last_snapshots``, and the newest
+snapshot that recorded the Kafka offsets (where the writer resumes), whatever their age.
 """
 
 from __future__ import annotations
@@ -22,21 +22,19 @@ from pyiceberg.table import TableProperties
 from pyiceberg.table.snapshots import ancestors_of
 from pyiceberg.table.update.snapshot import ExpireSnapshots
 
+from lakehouse.job_settings import MaintenanceSettings
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.lake_writer.pyiceberg_internals import CachedTransaction
 
 log = logging.getLogger(__name__)
 
-KEEP_AT_LEAST = 10
-DEFAULT_MAX_AGE_MS = 10 * 60_000
-
-
-def expired_ids(table, now_ms: int | None = None) -> list[int]:
+def expired_ids(table, rule: MaintenanceSettings, now_ms: int | None = None) -> list[int]:
     """The snapshots to expire now (see the module)."""
     metadata = table.metadata
-    max_age = int(metadata.properties.get(TableProperties.MAX_SNAPSHOT_AGE_MS, DEFAULT_MAX_AGE_MS))
+    declared = metadata.properties.get(TableProperties.MAX_SNAPSHOT_AGE_MS)
+    max_age = rule.retention_ms(int(declared) if declared is not None else None)
     cutoff = (now_ms if now_ms is not None else int(time.time() * 1000)) - max_age
-    newest = sorted(metadata.snapshots, key=lambda s: s.sequence_number)[-KEEP_AT_LEAST:]
+    newest = sorted(metadata.snapshots, key=lambda s: s.sequence_number)[-rule.retain_last_snapshots:]
     keep = {s.snapshot_id for s in newest}
     current = table.current_snapshot()
     for snapshot in ancestors_of(current, metadata) if current else ():
@@ -48,9 +46,10 @@ def expired_ids(table, now_ms: int | None = None) -> list[int]:
     return [s.snapshot_id for s in metadata.snapshots if s.timestamp_ms < cutoff and s.snapshot_id not in keep]
 
 
-def expire_old_snapshots(table, now_ms: int | None = None) -> int:
-    """Expire the table's old snapshots (metadata only); returns how many. A lost race is left for next time."""
-    ids = expired_ids(table, now_ms)
+def expire_old_snapshots(table, rule: MaintenanceSettings | None = None, now_ms: int | None = None) -> int:
+    """Expire the table's old snapshots (metadata only) by ``rule`` (the settings' defaults if None); returns how
+    many. A lost race is left for next time."""
+    ids = expired_ids(table, rule or MaintenanceSettings(), now_ms)
     if not ids:
         return 0
     try:

@@ -6,7 +6,8 @@ them itself because it alone knows, from its key index, which rows of each file 
 without reading a single delete file:
 
 - files with more than ``rewrite_deleted_share`` of their rows deleted, and **small data files**
-  (fewer than ``small_rows``, 100,000 rows) once ``tier_fan_in`` of a similar size have gathered, are
+  (fewer than ``small_rows``, 100,000 rows) once ``tier_fan_in`` of one size tier have gathered (the
+  lake's one tiering rule, ``lakehouse.size_tiers``, in rows), are
   rewritten: their live rows into files of ``target_rows``, each sorted by key; at most
   ``max_rewrite_rows`` rows a fold (the small tiers first, then the most-deleted files), so one
   fold never stalls the apply for long. The share is low because the deleted rows are what readers pay for
@@ -35,6 +36,7 @@ import pyarrow.compute as pc
 from pyiceberg.manifest import DataFile, DataFileContent
 from pyiceberg.table.metadata import TableMetadata
 
+from lakehouse.size_tiers import full_tiers, tier_bounds
 from pipeline.lake_writer.key_index import KeyIndex
 from pipeline.lake_writer.live_rows import live_files, read_by_field_id
 from pipeline.lake_writer.pyiceberg_internals import CachedTransaction
@@ -51,6 +53,10 @@ WRITERS = 2
 
 @dataclass(frozen=True)
 class FoldPolicy:
+    """When the writer folds (``fold_files`` small files or delete files gathered) and what a fold rewrites: small
+    files by size tier (each ``tier_ratio`` times the one below, merged ``tier_fan_in`` at a time), files more than
+    ``rewrite_deleted_share`` deleted, at most ``max_rewrite_rows`` rows, into files of ``target_rows``."""
+
     fold_files: int = 24
     target_rows: int = 500_000
     rewrite_deleted_share: float = 0.03
@@ -66,20 +72,9 @@ class FoldPolicy:
         return self.target_rows // 5
 
 
-def _tiers(small: list[DataFile], ratio: float) -> list[list[DataFile]]:
-    """Small files grouped by size, smallest first: each group's files within ``ratio`` of its smallest."""
-    tiers: list[list[DataFile]] = []
-    for file in sorted(small, key=lambda f: f.record_count):
-        if tiers and file.record_count <= ratio * max(tiers[-1][0].record_count, 1):
-            tiers[-1].append(file)
-        else:
-            tiers.append([file])
-    return tiers
-
-
 def _to_rewrite(data: list[DataFile], index: KeyIndex, policy: FoldPolicy) -> list[DataFile]:
-    """The data files this fold rewrites, within ``max_rewrite_rows``: each tier of ``tier_fan_in`` or more small
-    files of a similar size, then the much-deleted ones, most deleted first.
+    """The data files this fold rewrites, within ``max_rewrite_rows``: each size tier holding ``tier_fan_in`` or more
+    small files, then the much-deleted ones, most deleted first.
 
     Tiers, not every small file each time: merging all small files at every fold wrote a changed
     row again at each fold until its file grew past ``small_rows`` (~10 times). Merged by size, a
@@ -92,7 +87,8 @@ def _to_rewrite(data: list[DataFile], index: KeyIndex, policy: FoldPolicy) -> li
                      key=lambda f: -share[f.file_path])
     much_deleted = {f.file_path for f in deleted}
     small = [f for f in data if f.record_count < policy.small_rows and f.file_path not in much_deleted]
-    tiered = [f for tier in _tiers(small, policy.tier_ratio) if len(tier) >= policy.tier_fan_in for f in tier]
+    bounds = tier_bounds(1, policy.small_rows, policy.tier_ratio)
+    tiered = [f for tier in full_tiers(small, lambda f: f.record_count, bounds, policy.tier_fan_in) for f in tier]
     chosen: list[DataFile] = []
     rows = 0
     # tiers first: small, and what keeps the file count bounded; rewriting large files for their

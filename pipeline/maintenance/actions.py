@@ -124,7 +124,7 @@ class Actions:
         compaction replaced is deleted once that compaction's snapshot expires too, one
         retention later than the procedure would; nothing is left behind.)
         """
-        cutoff = now_ms - health.snapshot_retention_ms(self.settings.snapshot_retention_minutes)
+        cutoff = now_ms - self.settings.retention_ms(health.max_snapshot_age_ms)
         if health.markers:
             cutoff = min(cutoff, *health.markers.values())
         retain = self.settings.retain_last_snapshots
@@ -183,7 +183,7 @@ def planned(health: TableHealth, settings: MaintenanceSettings, now_ms: int, orp
         actions.append("compact")
     if health.manifests >= settings.manifests_threshold:
         actions.append("rewrite_manifests")
-    retention_ms = health.snapshot_retention_ms(settings.snapshot_retention_minutes)
+    retention_ms = settings.retention_ms(health.max_snapshot_age_ms)
     if (health.snapshots > settings.retain_last_snapshots and health.oldest_snapshot_ms is not None
             and now_ms - health.oldest_snapshot_ms > retention_ms):
         actions.append("expire")

@@ -40,15 +40,6 @@ class TableHealth:
     def small_files_worst_partition(self) -> int:
         return self.tier_files_worst_partition[0]
 
-    def snapshot_retention_ms(self, default_minutes: float) -> int:
-        """How long this table's snapshots are kept: the setting, or the table's own age limit if shorter.
-
-        The dimension tables declare a short one: their writer (PyIceberg) copies the table's
-        metadata a few times per commit, so its commits slow down with every snapshot kept.
-        """
-        default = int(default_minutes * 60_000)
-        return default if self.max_snapshot_age_ms is None else min(default, self.max_snapshot_age_ms)
-
 
 def read_health(spark, table: str, tier_bounds: tuple[int, ...]) -> TableHealth:
     """One pass over ``table``'s metadata tables (no data files are read).

@@ -16,10 +16,10 @@ from pyiceberg.manifest import DataFileContent
 
 from lab.peers.cdc_python_writer import DimensionWriter
 from lakehouse.catalog import pyiceberg_catalog
+from lakehouse.job_settings import MaintenanceSettings
 from pipeline.cdc.changes import CHANGE_SCHEMA
 from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
 from pipeline.kafka_source import offsets as kafka_offsets
-from pipeline.lake_writer.expiry import KEEP_AT_LEAST
 from pipeline.lake_writer.fold import FoldPolicy
 from pipeline.lake_writer.live_rows import live_files
 
@@ -182,7 +182,7 @@ def test_the_writer_expires_old_snapshots_but_keeps_where_it_resumes(members):
     for n in range(20):
         writer.apply(changes.batch(("u", f"k{n}", n + 1)), changes.props())
     table = writer.catalog.load_table(name)
-    assert len(table.snapshots()) <= KEEP_AT_LEAST + 4  # 20+ commits, trimmed at each fold
+    assert len(table.snapshots()) <= MaintenanceSettings().retain_last_snapshots + 4  # 20+ commits, trimmed at each fold
     assert committed_position(table).offsets == {"t": {0: changes.position}}  # the resume point survived
     assert levels(table) == changes.state
 
