@@ -45,7 +45,7 @@ DOC_IN_CODE = re.compile(r"\b(docs/[\w./-]+\.md)\b")
 def _exists(root: Path, base: Path, quoted: str) -> bool:
     if (base / quoted).exists() or (root / quoted).exists():
         return True
-    module, _, _obj = quoted.rpartition(".")  # pipeline/pyiceberg_tables.replace_contents: an object in a file
+    module, _, _obj = quoted.rpartition(".")  # pipeline/lake_writer/catalog_tables.ensure_table: an object in a file
     return bool(module) and (root / f"{module}.py").exists()
 
 

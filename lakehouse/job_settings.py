@@ -141,7 +141,7 @@ class MaintenanceSettings(BaseModel):
         """How long a table's snapshots are kept: ``snapshot_retention_minutes``, or the table's own
         ``history.expire.max-snapshot-age-ms`` if shorter. The one rule of both expiries: maintenance's and
         the dimension writer's after its folds (``pipeline.lake_writer.expiry``); each also keeps the newest
-        ``retain_last_snapshots`` and every writer's newest progress snapshot.
+        ``retain_last_snapshots`` and the newest snapshot that records its writer's progress.
 
         The dimension tables declare a short age: their writer (PyIceberg) copies the table's metadata a few
         times per commit, so its commits slow down with every snapshot kept.

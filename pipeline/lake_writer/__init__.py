@@ -7,8 +7,10 @@ Its public surface, which the CDC apply (``pipeline.cdc``) drives:
 - ``row_delta``: one commit of new data files and the position deletes of the rows they replace,
   with the writer's position in the same snapshot (exactly once);
 - ``key_index`` and ``live_rows``: where each key's live row is (file, position);
-- ``fold``: a bucket's small files and delete files merged back into one file, one commit;
+- ``fold``: a bucket's full size tiers of small files and its much-deleted files rewritten into files of the
+  target size, its delete files replaced by one per kept data file, in one commit;
 - ``expiry``: the writer's own old snapshots expired after a fold.
 
-PyIceberg's private API is used in ``pyiceberg_internals`` alone.
+PyIceberg's private classes are imported in ``pyiceberg_internals`` alone; ``row_delta`` extends the
+fast-append producer's private hooks (its manifests and summary) to add delete manifests.
 """

@@ -53,7 +53,7 @@ WRITERS = 2
 
 @dataclass(frozen=True)
 class FoldPolicy:
-    """When the writer folds (``fold_files`` small files or delete files gathered) and what a fold rewrites: small
+    """When the writer folds (every ``fold_files`` batches that added a file) and what a fold rewrites: small
     files by size tier (each ``tier_ratio`` times the one below, merged ``tier_fan_in`` at a time), files more than
     ``rewrite_deleted_share`` deleted, at most ``max_rewrite_rows`` rows, into files of ``target_rows``."""
 

@@ -1,11 +1,11 @@
-"""The one module that reaches into PyIceberg's private API; everything else uses what this names.
+"""The one module that imports PyIceberg's private classes; the lake writer uses them through the names here.
 
 PyIceberg (0.x) has no public row delta and no transaction that keeps its staged metadata, so
 the lake writer builds on four private pieces, imported here and nowhere else: the fast-append
 snapshot producer (``RowDelta`` extends it with delete manifests), the overwrite producer, the
 writer of Arrow rows as data files, and the function that applies a staged update to table
-metadata. A PyIceberg upgrade that moves them breaks this module alone, and the writer's tests
-say so at once.
+metadata. ``RowDelta`` (``row_delta``) also overrides the fast-append producer's private hooks. A
+PyIceberg upgrade that moves these breaks this module and that class, and the writer's tests say so at once.
 """
 
 from __future__ import annotations
