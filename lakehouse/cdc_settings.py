@@ -19,6 +19,8 @@ class CapturedTable(BaseModel):
     table: str = Field(description="The Iceberg table, 'namespace.table'.")
     renames: dict[str, str] = Field(default_factory=dict,
                                     description="Source column -> lake column, where the lake names one otherwise.")
+    role: str | None = Field(None, description="The table's name in the query library ({role}); the source table's "
+                                               "name if not given (give one when that is a role already taken).")
 
     @field_validator("table")
     @classmethod

@@ -350,7 +350,7 @@ class Settings(BaseSettings):
     @property
     def captured_tables(self) -> tuple[CapturedTable, ...]:
         """Every table the capture follows (the registry's with a source): the seed's two, then ``cdc.extra_tables``."""
-        return tuple(CapturedTable(source=t.source, table=t.table, renames=t.renames)
+        return tuple(CapturedTable(source=t.source, table=t.table, renames=t.renames, role=t.role)
                      for t in self.tables if t.source is not None)
 
     @property

@@ -37,7 +37,7 @@ class LakeTable(BaseModel):
 
 def registry(names: dict[str, str], extra: list) -> tuple[LakeTable, ...]:
     """The lake's tables: the seed's, by role from ``names`` (``CatalogSettings.tables()``), then each captured
-    table of ``extra`` (``cdc.extra_tables``: source, table, renames), keyed on its source's primary key."""
+    table of ``extra`` (``cdc.extra_tables``: source, table, renames, role), keyed on its source's primary key."""
     seed = (
         LakeTable(role="clicks", table=names["clicks"], writer="clicks", upkeep="compaction"),
         LakeTable(role="dead_letter", table=names["dead_letter"], writer="clicks", upkeep="compaction"),
@@ -49,13 +49,13 @@ def registry(names: dict[str, str], extra: list) -> tuple[LakeTable, ...]:
         LakeTable(role="member_activity", table=names["member_activity"], writer="aggregate", upkeep="compaction"),
         LakeTable(role="daily_users", table=names["daily_users"], writer="batch", upkeep="compaction"),
     )
-    tables = (*seed, *(LakeTable(role=t.source, table=t.table, writer="dims", upkeep="writer-folds", source=t.source,
-                                 renames=t.renames) for t in extra))
-    for field, what in (("role", "role (the source table's name)"), ("table", "Iceberg table"),
-                        ("source", "source table")):
+    tables = (*seed, *(LakeTable(role=t.role or t.source, table=t.table, writer="dims", upkeep="writer-folds",
+                                 source=t.source, renames=t.renames) for t in extra))
+    for field, what in (("role", "role (a captured table's is its source's name unless it gives a role)"),
+                        ("table", "Iceberg table"), ("source", "source table")):
         values = [getattr(t, field) for t in tables if getattr(t, field) is not None]
         twice = sorted({v for v in values if values.count(v) > 1})
         if twice:
-            raise ValueError(f"two tables share the {what} {', '.join(twice)}: check cdc.extra_tables and the "
-                             "catalog's table names")
+            raise ValueError(f"two tables share the {what} {', '.join(twice)}: check cdc.extra_tables (each may "
+                             "name its own role) and the catalog's table names")
     return tables
