@@ -22,6 +22,7 @@ from lab.bench.ingest import bench_settings
 from lab.bench.rate_producer import produce_at_rate
 from lakehouse.settings import Settings
 from pipeline.clicks.job import ClickIngestJob
+from pipeline.kafka_source.offsets import Position
 from pipeline.spark_session import build_session
 
 
@@ -59,9 +60,9 @@ def profile(settings: Settings, events: int, rounds: int, progress=print) -> lis
             job.run_once()
 
         steps = {
-            "plan": lambda: job.planner.plan({}),
+            "plan": lambda: job.stream.latest_offset(Position()),
             "read: fetch + validate + enrich (no write)":
-                lambda: job._read(job.planner.plan({})[0]).write.format("noop").mode("overwrite").save(),
+                lambda: job._read(job.stream.latest_offset(Position())[0]).write.format("noop").mode("overwrite").save(),
             "batch: plan + read + files + commit": whole_batch,
         }
         out = []

@@ -102,7 +102,9 @@ def clicks(spark, table: str, since_ms: int) -> Freshness:
 def dimensions(spark, settings: Settings, since_ms: int) -> Freshness:
     """Database change -> visible, for product and member rows last changed since ``since_ms``."""
     catalog, delays = pyiceberg_catalog(settings), []
-    for table, key in ((settings.catalog.products_table, "productId"), (settings.catalog.members_table, "userid")):
+    for lake in (settings.table("products"), settings.table("members")):
+        table, key = lake.table, lake.key
+        assert key is not None  # the seed's dimensions name their keys (table_registry)
         iceberg = catalog.load_table(table)
         current = iceberg.scan(selected_fields=(key, "update_time")).to_arrow()
         first = first_visible(iceberg, (key, "update_time"), since_ms)

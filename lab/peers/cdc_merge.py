@@ -48,8 +48,7 @@ from pipeline.cdc.images import after_images, image_struct, newest_per_key
 from pipeline.cdc.table_evolution import HISTORY_PROPERTY, plan, stage
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
-from pipeline.kafka_source.fetch import records_frame
-from pipeline.kafka_source.planner import Planner
+from pipeline.kafka_source.stream import KafkaStream
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +128,7 @@ class MergeApplyJob(KafkaBatchJob):
             if any(loaded.properties.get(k) != v for k, v in MERGE_PROPERTIES.items()):
                 with loaded.transaction() as tx:
                     tx.set_properties(MERGE_PROPERTIES)
-        self.planner = Planner.from_settings(settings, list(self.targets), settings.pipeline.cdc_max_records)
+        self.stream = KafkaStream.from_settings(settings, list(self.targets), settings.pipeline.cdc_max_records)
         # one session and one catalog connection a table: each session carries its own snapshot properties (the
         # offsets) while the tables commit side by side; a metastore connection serves one thread at a time
         self.sessions = {topic: spark.newSession() for topic in self.targets}
@@ -148,7 +147,7 @@ class MergeApplyJob(KafkaBatchJob):
 
     def close(self) -> None:
         self._threads.shutdown(wait=True)
-        self.planner.close()
+        self.stream.close()
 
     def write(self, batch: Batch) -> int:
         """One MERGE per table with changes, side by side; returns the changes applied."""
@@ -173,12 +172,11 @@ class MergeApplyJob(KafkaBatchJob):
         transform = functools.partial(_counted_rows, topic=topic, key=target.key, columns=columns, schema=schema,
                                       counter=counted)
         ranges = [r for r in batch.work if r.topic == topic]
-        rows = records_frame(session, ranges, self.settings.kafka.bootstrap, from_arrow_schema(_row_schema(schema)),
-                             transform, fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms)
+        rows = self.stream.frame(session, ranges, from_arrow_schema(_row_schema(schema)), transform)
         newest = _newest(rows, key_column)
         view = f"dims_changes_{target.table.replace('.', '_')}"
         newest.createOrReplaceTempView(view)
-        properties = {**kafka_offsets.commit_properties({topic: batch.end[topic]}, self.planner.topic_ids), **evolved}
+        properties = {**self.stream.commit({topic: batch.end[topic]}), **evolved}
         for name, value in properties.items():
             session.conf.set(SNAPSHOT_PROPERTY + name, value)
         try:

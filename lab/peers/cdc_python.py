@@ -37,7 +37,7 @@ from pipeline.cdc.images import image_struct
 from pipeline.cdc.targets import targets
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
-from pipeline.kafka_source.planner import Planner
+from pipeline.kafka_source.stream import KafkaStream
 from pipeline.native_memory import keep_resident_small
 
 log = logging.getLogger(__name__)
@@ -54,10 +54,11 @@ class PythonApplyJob(KafkaBatchJob):
         self.history = SchemaWatch(settings)
         self.targets = targets(settings, self.history.latest())
         self.tables = [t.table for t in self.targets.values()]
-        self.planner = Planner.from_settings(settings, list(self.targets), settings.pipeline.cdc_max_records)
+        self.stream = KafkaStream.from_settings(settings, list(self.targets), settings.pipeline.cdc_max_records)
         # a catalog (one metastore connection) per table: the tables commit side by side
         self.writers = {topic: DimensionWriter(pyiceberg_catalog(settings), t.table,
-                                               t.renames.get(t.key, t.key), t.columns, renames=t.renames)
+                                               t.renames.get(t.key, t.key), t.columns, renames=t.renames,
+                                               retention=settings.maintenance)
                         for topic, t in self.targets.items()}
         self._threads = ThreadPoolExecutor(len(self.targets), thread_name_prefix="dims")
         kafka = settings.kafka
@@ -85,7 +86,7 @@ class PythonApplyJob(KafkaBatchJob):
         self.reader.close()
         for writer in self.writers.values():
             writer.close()
-        self.planner.close()
+        self.stream.close()
 
     def write(self, batch: Batch) -> int:
         """One upsert per table, side by side (each commits its own topic's offsets); returns the changes applied."""
@@ -114,7 +115,7 @@ class PythonApplyJob(KafkaBatchJob):
         target = self.targets[topic]
         began = time.monotonic()
         offsets = {topic: ends}
-        self.writers[topic].apply(changes, kafka_offsets.commit_properties(offsets, self.planner.topic_ids),
+        self.writers[topic].apply(changes, self.stream.commit(offsets),
                                   schemas.get(target.source_table))
         metrics.COMMIT_SECONDS.labels(target.table).observe(time.monotonic() - began)
         metrics.LAST_COMMIT.labels(target.table).set(time.time())

@@ -27,6 +27,7 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.table.snapshots import Operation
 
+from lakehouse.settings import MaintenanceSettings
 from pipeline.capture.schema_history import SchemaRecord
 from pipeline.cdc.images import after_fields, after_images, newest_per_key
 from pipeline.cdc.table_evolution import HISTORY_PROPERTY, ColumnEvolution, plan, stage
@@ -112,11 +113,13 @@ class DimensionWriter:
     """
 
     def __init__(self, catalog, table: str, key: str, columns: dict[str, str], whole_table_rows: int = 50_000,
-                 policy: FoldPolicy | None = None, renames: dict[str, str] | None = None, background_folds: bool = True):
+                 policy: FoldPolicy | None = None, renames: dict[str, str] | None = None, background_folds: bool = True,
+                 retention: MaintenanceSettings | None = None):
         self.catalog, self.name, self.key, self.columns = catalog, table, key, dict(columns)
         self.renames = renames or {}
         self.whole_table_rows = whole_table_rows
         self.policy = policy or FoldPolicy()
+        self.retention = retention  # the snapshots' retention rule (the settings' defaults if None)
         # one fold at a time, written beside the batches (``_fold_step``); off: each fold runs inside the batch's
         # apply() that made it due, start to end (the tests that count files after each batch)
         self._folder = ThreadPoolExecutor(1, thread_name_prefix="fold") if background_folds else None
@@ -218,7 +221,7 @@ class DimensionWriter:
             self.reload()
             return
         self.counts = FileCounts.of(live_files(self.table), self.policy)
-        expire_old_snapshots(self.table)
+        expire_old_snapshots(self.table, self.retention)
         give_back_freed()  # the fold's NumPy arrays and Python objects (Arrow keeps its own pool), freed in its thread
 
     def wait_for_fold(self) -> None:
@@ -250,7 +253,7 @@ class DimensionWriter:
                     self.reload()
                 fold(self.table, self._index(), self.policy)
         self.counts = FileCounts.of(live_files(self.table), self.policy)
-        expire_old_snapshots(self.table)
+        expire_old_snapshots(self.table, self.retention)
 
     def _evolution(self, source: SchemaRecord | None, unknown: set[str]) -> Evolution | None:
         """The schema change this batch's commit must carry: the columns it brings, the types widened."""

@@ -41,7 +41,7 @@ from pipeline.dimensions import DimensionCache
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
 from pipeline.kafka_source.fetch import read_range
-from pipeline.kafka_source.planner import Planner
+from pipeline.kafka_source.stream import KafkaStream
 from pipeline.lake_writer.catalog_tables import commit_attempts, newest_summary_with
 from pipeline.lake_writer.pyiceberg_internals import CachedTransaction
 from pipeline.tables import CLICKS_FIXED_COLUMNS, DEAD_DONE_PROPERTY
@@ -82,7 +82,7 @@ class ArrowClickJob(KafkaBatchJob):
         ensure_clicks_tables(settings, self.catalog)
         ensure_dimension_tables(settings)
         self.dimensions = DimensionCache(None, settings)
-        self.planner = Planner.from_settings(settings, [settings.kafka.clicks_topic])
+        self.stream = KafkaStream.from_settings(settings, [settings.kafka.clicks_topic])
         self.reader = RangeReader(settings.kafka.bootstrap, settings.kafka.fetch_wait_max_ms)
         self.limits = Limits.of(settings)
         self.clicks_table, self.dead_table = cat.clicks_table, cat.dead_letter_table
@@ -117,7 +117,7 @@ class ArrowClickJob(KafkaBatchJob):
     def close(self) -> None:
         try:
             self.dimensions.close()
-            self.planner.close()
+            self.stream.close()
         finally:
             self.reader.close()
 
@@ -128,10 +128,10 @@ class ArrowClickJob(KafkaBatchJob):
             self._dead_letters_done = None
 
     def _catch_up_dead_letters(self, done: kafka_offsets.Offsets) -> None:
-        ranges = self.planner.ranges_since(done, self.committed, self.committed_ids)
+        ranges = self.stream.ranges_since(done, kafka_offsets.Position(self.committed, self.committed_ids))
         if not ranges:
             return
-        same_log = kafka_offsets.in_current_log(self.committed, self.committed_ids, self.planner.topic_ids)
+        same_log = kafka_offsets.in_current_log(self.committed, self.committed_ids, self.stream.topic_ids)
         log.info("clicks: reading the last committed batch again (%d records) for dead letters its stop may have "
                  "cut off", sum(r.size for r in ranges))
         parsed = pa.Table.from_batches([  # none at all if the ranges hold no data records (only markers)
@@ -152,14 +152,14 @@ class ArrowClickJob(KafkaBatchJob):
         for part in parsed_batches:
             counted.merge(count_batch(part, planned_at_ms))
         now = dt.datetime.now(dt.timezone.utc)
-        properties = {**kafka_offsets.commit_properties(batch.end, self.planner.topic_ids),
+        properties = {**self.stream.commit(batch.end),
                       DEAD_DONE_PROPERTY: kafka_offsets.encode(batch.start)}
         entry = evolving_batch.history_entry(changes, batch.work, now) if changes else {}
         self._append(evolving_batch.click_rows(parsed, shape, now), properties, batch.end, changes, entry)
         self.shape = shape
         # the click table stands at the batch's end now, whatever happens next: a failed dead-letter commit
         # must not let the next batch (after a recovery that fails too) read and append this one again
-        self.committed, self.committed_ids = batch.end, dict(self.planner.topic_ids)
+        self.committed, self.committed_ids = batch.end, dict(self.stream.topic_ids)
         self._dead_letters_done = batch.start  # owed until the dead letters are committed
         committed_at_ms = int(time.time() * 1000)
         metrics.BATCH_PHASE_SECONDS.labels("write").observe(time.monotonic() - batch.planned_at)
@@ -197,7 +197,7 @@ class ArrowClickJob(KafkaBatchJob):
 
     def _write_dead_letters(self, parsed: pa.Table, target: kafka_offsets.Offsets, now: dt.datetime) -> None:
         """Commit the batch's dead letters (those past the dead-letter table's offsets) with ``target``."""
-        topic_ids = dict(self.planner.topic_ids)
+        topic_ids = dict(self.stream.topic_ids)
         for attempt in commit_attempts():
             with attempt:
                 if attempt.retry_state.attempt_number > 1:  # what the failed try may have landed is not written twice

@@ -60,13 +60,14 @@ from pipeline import metrics
 from pipeline.capture.schema_history import SchemaRecord, SchemaWatch
 from pipeline.cdc.buckets import BUCKET_FIELD, Outcome, TableWork, apply, bucket_count, build
 from pipeline.cdc.change_reading import ChangeReading, by_bucket
-from pipeline.cdc.dimension_tables import committed_position, ensure_dimension_tables
+from pipeline.cdc.dimension_tables import ensure_dimension_tables
 from pipeline.cdc.held_state import Held, StateNotHere, claim, keep, scratch
 from pipeline.cdc.table_evolution import HISTORY_PROPERTY, plan, stage
 from pipeline.cdc.targets import Target, targets
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
-from pipeline.kafka_source.planner import Planner
+from pipeline.kafka_source.stream import KafkaStream
+from pipeline.lake_writer.catalog_tables import newest_summary_with
 from pipeline.lake_writer.expiry import expire_old_snapshots
 from pipeline.lake_writer.fold import FoldPolicy
 from pipeline.lake_writer.pyiceberg_internals import CachedTransaction
@@ -149,7 +150,7 @@ class DimensionApplyJob(KafkaBatchJob):
         self.history = SchemaWatch(settings)
         self.targets: dict[str, Target] = targets(settings, self.history.latest())
         self.tables = [t.table for t in self.targets.values()]
-        self.planner = Planner.from_settings(settings, list(self.targets), settings.pipeline.cdc_max_records)
+        self.stream = KafkaStream.from_settings(settings, list(self.targets), settings.pipeline.cdc_max_records)
         # a catalog (one metastore connection) per table: the tables commit side by side
         self.catalogs = {topic: pyiceberg_catalog(settings) for topic in self.targets}
         self._threads = ThreadPoolExecutor(len(self.targets), thread_name_prefix="dims")
@@ -186,7 +187,7 @@ class DimensionApplyJob(KafkaBatchJob):
         self.committed: kafka_offsets.Offsets = {}
         self.committed_ids: dict[str, str] = {}
         for topic, table in self.handles.items():
-            position = committed_position(table)
+            position = self.stream.initial_offset(newest_summary_with(table, kafka_offsets.OFFSETS_PROPERTY))
             self.committed.update({t: o for t, o in position.offsets.items() if t == topic})
             self.committed_ids.update({t: i for t, i in position.topic_ids.items() if t == topic})
 
@@ -262,7 +263,7 @@ class DimensionApplyJob(KafkaBatchJob):
     def close(self) -> None:
         self._threads.shutdown(wait=True)
         self._swap(None)
-        self.planner.close()
+        self.stream.close()
 
     def write(self, batch: Batch, retrying: bool = False) -> int:
         """One Spark job applies the batch in every bucket; then one commit per table, side by side. A task that
@@ -315,7 +316,7 @@ class DimensionApplyJob(KafkaBatchJob):
 
     def _reading(self, batch: Batch, works: dict[str, TableWork]) -> ChangeReading:
         """How the batch's tasks read its changes: its planned ranges in one group a core."""
-        return ChangeReading.of(batch, works, {t: self.targets[t].key for t in works}, self.settings.kafka,
+        return ChangeReading.of(batch, works, {t: self.targets[t].key for t in works}, self.stream,
                                 self.sc.defaultParallelism)
 
     def _follow_schemas(self, topics: list[str], schemas: dict[str, SchemaRecord]) -> dict[str, dict[str, str]]:
@@ -354,7 +355,7 @@ class DimensionApplyJob(KafkaBatchJob):
                     for outcome in outcomes:
                         for file in outcome.fold_added:
                             fold.add(file)
-        properties = {**kafka_offsets.commit_properties({topic: ends}, self.planner.topic_ids), **extra}
+        properties = {**self.stream.commit({topic: ends}), **extra}
         with CachedTransaction(table) as tx:
             delta = RowDelta(tx, table.io, properties)
             with delta:

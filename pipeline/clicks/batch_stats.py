@@ -40,7 +40,7 @@ class BatchStats:
     bad: BadRecords = field(default_factory=dict)
     bad_bytes: int = 0
     overflow: bool = False  # more dead letters than are carried: ``bad`` is empty, read them from Kafka
-    #: seconds the batch's Python tasks spent in each phase, summed over its tasks (``kafka_source.fetch.fetcher``'s
+    #: seconds the batch's Python tasks spent in each phase, summed over its tasks (``KafkaStream.frame``'s
     #: phases, the parse and the enrichment), and ``new_worker``: how many tasks ran in a freshly forked worker
     task_seconds: dict[str, float] = field(default_factory=dict)
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import json
 import logging
 import time
 
@@ -39,9 +38,8 @@ from pipeline.clicks.validate import RESERVED_NAMES, Limits, parse_batch, parsed
 from pipeline.dimensions import ENRICHED_FIELDS, DimensionCache, enrich_batch
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
-from pipeline.kafka_source.fetch import records_frame
-from pipeline.kafka_source.planner import Planner
 from pipeline.kafka_source.ranges import OffsetRange
+from pipeline.kafka_source.stream import KafkaStream
 from pipeline.snapshot_properties import latest_properties
 from pipeline.tables import CLICKS_FIXED_COLUMNS, CLICKS_FROM_EVENT, DEAD_DONE_PROPERTY, ensure_clicks_tables
 
@@ -79,7 +77,7 @@ def parse_and_enrich(raw: pa.RecordBatch, limits: Limits, dims, ingest_us: int, 
 
 
 def _add_task_seconds(stats, spent: dict[str, float]) -> None:
-    """A task's fetch, transform and hand-over seconds into the batch's stats (``fetch.fetcher``'s ``timings``)."""
+    """A task's fetch, transform and hand-over seconds into the batch's stats (``KafkaStream.frame``'s ``timings``)."""
     stats.add(BatchStats(task_seconds=dict(spent)))
 
 
@@ -101,7 +99,7 @@ class ClickIngestJob(KafkaBatchJob):
         ensure_clicks_tables(spark, settings)
         ensure_dimension_tables(settings)
         self.dimensions = DimensionCache(spark, settings)
-        self.planner = Planner.from_settings(settings, [settings.kafka.clicks_topic])
+        self.stream = KafkaStream.from_settings(settings, [settings.kafka.clicks_topic])
         self.limits = Limits.of(settings)
         self.clicks_table, self.dead_table = cat.clicks_table, cat.dead_letter_table
         self.tables = [self.clicks_table, self.dead_table]
@@ -122,9 +120,8 @@ class ClickIngestJob(KafkaBatchJob):
         self.dimensions.invalidate()
         found = latest_properties(self.spark, self.clicks_table, kafka_offsets.OFFSETS_PROPERTY,
                                   kafka_offsets.TOPIC_IDS_PROPERTY, DEAD_DONE_PROPERTY)
-        ids = found[kafka_offsets.TOPIC_IDS_PROPERTY]
-        self.committed = kafka_offsets.decode(found[kafka_offsets.OFFSETS_PROPERTY])
-        self.committed_ids = json.loads(ids) if ids else {}
+        start = self.stream.initial_offset(found)
+        self.committed, self.committed_ids = start.offsets, start.topic_ids
         dead = kafka_offsets.committed_position(self.spark, self.dead_table)
         self.dead_committed, self.dead_committed_ids = dead.offsets, dead.topic_ids
         self.shape = self._table_shape()
@@ -143,17 +140,17 @@ class ClickIngestJob(KafkaBatchJob):
 
     def _catch_up_dead_letters(self, done: kafka_offsets.Offsets) -> None:
         """Write the dead letters between ``done`` and the click offsets (two batches at most; none normally)."""
-        ranges = self.planner.ranges_since(done, self.committed, self.committed_ids)
+        ranges = self.stream.ranges_since(done, kafka_offsets.Position(self.committed, self.committed_ids))
         if not ranges:
             return
-        same_log = kafka_offsets.in_current_log(self.committed, self.committed_ids, self.planner.topic_ids)
+        same_log = kafka_offsets.in_current_log(self.committed, self.committed_ids, self.stream.topic_ids)
         # Normal after any restart: the last batch's dead-letter commit cannot be told from "it had none".
         log.info("clicks: reading the last committed batch again (%d records) for dead letters its stop may have "
                  "cut off", sum(r.size for r in ranges))
         dead = self._dead_letters(self._read(ranges, dt.datetime.now(dt.timezone.utc)))
         if not dead.isEmpty():
             self._commit(dead, self.dead_table, same_log)
-            ids = self.planner.topic_ids
+            ids = self.stream.topic_ids
             self.dead_committed, self.dead_committed_ids = same_log, {t: ids[t] for t in same_log if t in ids}
 
     def close(self) -> None:
@@ -161,15 +158,14 @@ class ClickIngestJob(KafkaBatchJob):
             self._background.close()
         finally:
             self.dimensions.close()
-            self.planner.close()
+            self.stream.close()
 
     def _read(self, ranges: list[OffsetRange], now: dt.datetime, stats=None, planned_at_ms: int = 0) -> DataFrame:
         transform = functools.partial(parse_and_enrich, limits=self.limits, dims=self.dimensions.current(),
                                       ingest_us=round(now.timestamp() * 1_000_000), stats=stats,
                                       planned_at_ms=planned_at_ms, shape=self.shape)
         timings = None if stats is None else functools.partial(_add_task_seconds, stats)
-        return records_frame(self.spark, ranges, self.settings.kafka.bootstrap, spark_schema(self.shape), transform,
-                             fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms, timings=timings)
+        return self.stream.frame(self.spark, ranges, spark_schema(self.shape), transform, timings)
 
     def _commit(self, df: DataFrame, table: str, offsets: kafka_offsets.Offsets,
                 extra: dict[str, str] | None = None, topic_ids: dict[str, str] | None = None) -> float:
@@ -178,8 +174,8 @@ class ClickIngestJob(KafkaBatchJob):
         # shuffle to every batch, 0.8 s of a 30,000-event batch's 2.3 s (docs/performance.md). A batch
         # spans a day or two, so each task still writes one or two files; compaction merges them.
         writer = df.writeTo(table).option("distribution-mode", "none")
-        options = kafka_offsets.write_options(offsets, topic_ids or self.planner.topic_ids)
-        options.update({f"snapshot-property.{k}": v for k, v in (extra or {}).items()})
+        position = kafka_offsets.commit_properties(offsets, topic_ids) if topic_ids else self.stream.commit(offsets)
+        options = {f"snapshot-property.{k}": v for k, v in {**position, **(extra or {})}.items()}
         for key, value in options.items():
             writer = writer.option(key, value)
         writer.append()
@@ -217,7 +213,7 @@ class ClickIngestJob(KafkaBatchJob):
         committed_at_ms = int(time.time() * 1000)
         metrics.BATCH_PHASE_SECONDS.labels("write").observe(time.monotonic() - planned_at)
         if counted.dead:
-            topic_ids = dict(self.planner.topic_ids)
+            topic_ids = dict(self.stream.topic_ids)
             self._settle_dead_letters(wait=True)  # one dead-letter commit at a time, in batch order
             self._background.submit(lambda: self._write_dead_letters(work, target, topic_ids, counted, now),
                                     batch.start)
@@ -238,7 +234,7 @@ class ClickIngestJob(KafkaBatchJob):
         """
         log.info("clicks: the batch carries fields the click table has no column for: writing it as an evolving "
                  "batch (schema change, rows and offsets in one commit)")
-        properties = {**kafka_offsets.commit_properties(target, self.planner.topic_ids),
+        properties = {**self.stream.commit(target),
                       DEAD_DONE_PROPERTY: kafka_offsets.encode(done)}
         result = evolving_batch.write(self.settings, work, self.shape, self.limits, self.dimensions.current().value,
                                       properties, now, planned_at_ms)
@@ -277,7 +273,7 @@ class ClickIngestJob(KafkaBatchJob):
 
     def _dead_letters(self, parsed: DataFrame) -> DataFrame:
         # Dead letters committed in an earlier life of a topic say nothing about offsets in its new log.
-        same_log = kafka_offsets.in_current_log(self.dead_committed, self.dead_committed_ids, self.planner.topic_ids)
+        same_log = kafka_offsets.in_current_log(self.dead_committed, self.dead_committed_ids, self.stream.topic_ids)
         return (parsed.filter(F.col("error").isNotNull() & _beyond(same_log))
                 .select(F.col("value").alias("raw"),
                         F.split(F.col("error"), ":").getItem(0).alias("error_kind"),

@@ -5,7 +5,7 @@ The click ingestion and the dimension apply differ only in what they do with the
 same and lives here once: planning the exactly-once ranges from the offsets the tables
 committed, the lag and offset gauges, idle batches, what counts as committed afterwards,
 and the batch metrics. A job subclasses ``KafkaBatchJob`` and writes ``write(batch)``:
-commit the batch's rows together with ``batch.end`` (``offsets.commit_properties``), return
+commit the batch's rows together with ``batch.end`` (``KafkaStream.commit``), return
 how many records it consumed, and raise when anything failed. The runner then calls the
 job's ``recover()``, which re-reads where the tables stand, so nothing here guesses.
 """
@@ -19,8 +19,10 @@ from dataclasses import dataclass
 
 from lakehouse.settings import Settings
 from pipeline import metrics
-from pipeline.kafka_source.planner import Planner, Watermarks
+from pipeline.kafka_source.offsets import Position
+from pipeline.kafka_source.planner import Watermarks
 from pipeline.kafka_source.ranges import OffsetRange, Offsets, next_offsets
+from pipeline.kafka_source.stream import KafkaStream
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +57,14 @@ class Batch:
 class KafkaBatchJob:
     """The skeleton of every Kafka-reading job; ``runner.run_loop`` drives ``run_once`` and ``recover``.
 
-    A subclass sets ``name``, ``settings``, ``tables`` and ``planner``, keeps ``committed`` and
+    A subclass sets ``name``, ``settings``, ``tables`` and ``stream``, keeps ``committed`` and
     ``committed_ids`` as its tables record them (``recover``), and implements ``write``.
     """
 
     name: str
     settings: Settings
     tables: list[str]
-    planner: Planner
+    stream: KafkaStream
     committed: Offsets
     committed_ids: dict[str, str]
 
@@ -80,14 +82,14 @@ class KafkaBatchJob:
         """One batch; returns the records committed (0: the topics held nothing new, an idle batch)."""
         began = time.monotonic()
         self.before_plan()
-        ranges, marks = self.planner.plan(self.committed, self.committed_ids)
+        ranges, marks = self.stream.latest_offset(Position(self.committed, self.committed_ids))
         batch = Batch(ranges, marks, began, time.monotonic())
         self._gauge_offsets(batch, batch.start)
         if not batch.work:
             metrics.BATCHES.labels(self.name, "idle").inc()
             return 0
         records = self.write(batch)
-        self.committed, self.committed_ids = batch.end, dict(self.planner.topic_ids)
+        self.committed, self.committed_ids = batch.end, dict(self.stream.topic_ids)
         metrics.ROWS.labels(self.name, "in").inc(records)
         metrics.BATCH_ROWS.labels(self.name).observe(records)
         metrics.BATCHES.labels(self.name, "committed").inc()

@@ -1,19 +1,13 @@
-"""Executor side: read planned offset ranges from Kafka into Arrow record batches.
+"""Executor side: read a planned offset range from Kafka into Arrow record batches.
 
-:func:`records_frame` gives a job the records of its planned ranges as a DataFrame, cut
-into one task per core, so reads scale with executors. The tasks come from ``spark.range``
-with one row per task, and each task looks its ranges up by that row's index: planning
-ships no rows through Python and adds no shuffle (a ``createDataFrame(...).repartition``
-of the ranges cost an extra stage in every micro-batch). A range is read exactly: from
-``start`` up to but not including ``end`` — never "until the partition looks idle" — so
-re-running a task (Spark retries) yields the same records.
+A range is read exactly: from ``start`` up to but not including ``end`` — never "until the
+partition looks idle" — so re-running a task (Spark retries) yields the same records.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -21,11 +15,6 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from lakehouse import kafka_clients
 from lakehouse.errors import TransientError
-from pipeline.kafka_source.ranges import OffsetRange, balance
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
 RAW_SCHEMA = pa.schema([
     ("topic", pa.string()),
@@ -112,70 +101,3 @@ def records_batch(topic: str, partition: int, msgs: list, keys_and_times: bool =
         pa.repeat(pa.scalar(topic, pa.string()), n), pa.array(np.full(n, partition, dtype=np.int32)),
         pa.array(offsets, pa.int64()), times, keys, pa.array([m.value() for m in msgs], pa.binary())],
         schema=RAW_SCHEMA)
-
-
-#: tasks this Python worker process has run a fetch for (0 in a worker that was just forked)
-_tasks_run = 0
-
-
-def _first_task_here() -> bool:
-    """True for the first fetch task of this Python worker process (a freshly forked worker), then False.
-
-    Module-level, so a task's pickled closure calls this module's function, whose counter lives as long
-    as the worker process; a global read by the closure itself would come unpickled afresh every task.
-    """
-    global _tasks_run
-    _tasks_run += 1
-    return _tasks_run == 1
-
-
-def fetcher(bootstrap: str, tasks: Sequence[Sequence[tuple[str, int, int, int]]],
-            transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
-            timeout_s: float = 60.0, fetch_wait_ms: int = 2000,
-            timings: Callable[[dict[str, float]], None] | None = None,
-            ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function to give ``mapInArrow`` over ``spark.range(len(tasks))``: task indexes in,
-    the (transformed) records of each task's ranges out.
-
-    ``timings``, if given, receives once per task where the task's Python time went, in seconds:
-    ``fetch`` (Kafka to Arrow), ``transform``, ``hand_over`` (from handing a batch to Spark until
-    Spark asks for the next: its serialisation to the JVM) and ``new_worker`` (1 when the task ran
-    in a freshly forked Python worker, 0 in a reused one).
-    """
-    def run(indexes: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        spent = {"fetch": 0.0, "transform": 0.0, "hand_over": 0.0, "new_worker": float(_first_task_here())}
-        for batch in indexes:
-            for i in batch.column(0).to_pylist():
-                for topic, partition, start, end in tasks[i]:
-                    records = read_range(bootstrap, topic, partition, start, end, timeout_s=timeout_s,
-                                         fetch_wait_ms=fetch_wait_ms)
-                    while True:
-                        began = time.perf_counter()
-                        raw = next(records, None)
-                        fetched = time.perf_counter()
-                        spent["fetch"] += fetched - began
-                        if raw is None:
-                            break
-                        out = transform(raw) if transform else raw
-                        handed = time.perf_counter()
-                        spent["transform"] += handed - fetched
-                        yield out
-                        spent["hand_over"] += time.perf_counter() - handed
-        if timings is not None:
-            timings(spent)
-
-    return run
-
-
-def records_frame(spark: SparkSession, ranges: Sequence[OffsetRange], bootstrap: str, schema: StructType,
-                  transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
-                  fetch_wait_ms: int = 2000, timings: Callable[[dict[str, float]], None] | None = None) -> DataFrame:
-    """The records at ``ranges`` (transformed into ``schema``'s columns), in as many tasks as the cores.
-
-    The ranges are cut into groups of equal size (``balance``), one task each, so a batch
-    keeps every core busy whatever the partitions' fill.
-    """
-    groups = balance(list(ranges), spark.sparkContext.defaultParallelism)
-    spec = [[(r.topic, r.partition, r.start, r.end) for r in group] for group in groups]
-    tasks = spark.range(0, len(spec), 1, numPartitions=max(1, len(spec)))
-    return tasks.mapInArrow(fetcher(bootstrap, spec, transform, fetch_wait_ms=fetch_wait_ms, timings=timings), schema)

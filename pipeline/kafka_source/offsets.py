@@ -15,6 +15,7 @@ id changed from its start instead of taking the old offsets as a position in it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pipeline.kafka_source.ranges import Offsets as Offsets  # defined beside the ranges; callers know it from here
@@ -54,12 +55,7 @@ def commit_properties(offsets: Offsets, topic_ids: dict[str, str]) -> dict[str, 
     return {OFFSETS_PROPERTY: encode(offsets), TOPIC_IDS_PROPERTY: json.dumps(ids, separators=(",", ":"))}
 
 
-def write_options(offsets: Offsets, topic_ids: dict[str, str]) -> dict[str, str]:
-    """DataFrameWriterV2 options that put the position into the commit's snapshot summary."""
-    return {f"snapshot-property.{k}": v for k, v in commit_properties(offsets, topic_ids).items()}
-
-
-def position_of(summary: dict) -> Position:
+def position_of(summary: Mapping[str, str | None]) -> Position:
     """The position a snapshot summary (or the properties read from one) records; empty if none."""
     ids = summary.get(TOPIC_IDS_PROPERTY)
     return Position(decode(summary.get(OFFSETS_PROPERTY)), json.loads(ids) if ids else {})

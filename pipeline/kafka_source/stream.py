@@ -1,0 +1,170 @@
+"""The one Kafka reader of the product's jobs, in the five roles of Spark 4's ``DataSourceStreamReader``.
+
+``KafkaStream`` plays the driver's roles, ``PartitionReader`` the executors' one:
+
+- ``initial_offset``: where the target table's newest snapshot with a position says the job stands;
+- ``latest_offset``: each partition's last stable offset from there, capped per partition (``Planner``);
+- ``partitions``: a batch's ranges cut into one ``RangePartition`` a core (``ranges.balance``);
+- ``read``: a partition's records, exactly ``[start, end)`` of each range, as Arrow record batches, in a
+  Spark task (``PartitionReader.read``);
+- ``commit``: the end offsets as the snapshot-summary entries of the commit that writes the rows.
+
+It is not registered as a Spark data source (``spark.readStream.format``): Spark's streaming engine
+keeps its offsets in a checkpoint folder beside the table, a second record of progress that a crash
+can part from the first; and a Python data source plans each batch in a Python worker of its own
+(docs/performance.md), where this reader plans in the driver's process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pipeline.kafka_source.fetch import read_range
+from pipeline.kafka_source.offsets import Position, commit_properties, position_of
+from pipeline.kafka_source.planner import Planner, Watermarks
+from pipeline.kafka_source.ranges import OffsetRange, Offsets, balance
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from lakehouse.settings import Settings
+
+#: what a job's tasks do with each Arrow batch they read (the click job: validate, enrich, stamp)
+Transform = Callable[["pa.RecordBatch"], "pa.RecordBatch"]
+
+
+@dataclass(frozen=True)
+class RangePartition:
+    """One task's share of a batch: whole ranges, or pieces of them, read in order."""
+
+    ranges: tuple[OffsetRange, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.ranges)
+
+
+@dataclass(frozen=True)
+class PartitionReader:
+    """The executors' role: pickled into each task, it holds the broker's address and the fetch limits only."""
+
+    bootstrap: str
+    fetch_wait_ms: int = 2000
+    timeout_s: float = 60.0
+
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+        """The partition's records as Arrow batches (``fetch.RAW_SCHEMA``), range by range."""
+        for r in partition.ranges:
+            yield from read_range(self.bootstrap, r.topic, r.partition, r.start, r.end, timeout_s=self.timeout_s,
+                                  fetch_wait_ms=self.fetch_wait_ms)
+
+
+class KafkaStream:
+    """The driver's roles over a job's topics; ``reader`` is what its tasks read with."""
+
+    def __init__(self, planner: Planner, reader: PartitionReader):
+        self.planner, self.reader = planner, reader
+
+    @classmethod
+    def from_settings(cls, settings: Settings, topics: list[str], max_records: int | None = None) -> KafkaStream:
+        """The stream every pipeline job reads: limits from the settings (``max_records``: the job's own cap per
+        partition and batch, instead of ``pipeline.max_records_per_partition``)."""
+        return cls(Planner.from_settings(settings, topics, max_records),
+                   PartitionReader(settings.kafka.bootstrap, settings.kafka.fetch_wait_max_ms))
+
+    @property
+    def topic_ids(self) -> dict[str, str]:
+        """Each topic's id as of the last plan: what a commit of its ranges records beside the offsets."""
+        return self.planner.topic_ids
+
+    @staticmethod
+    def initial_offset(recorded: Mapping[str, str | None]) -> Position:
+        """The position in a snapshot summary (or the properties read from the newest one that has them)."""
+        return position_of(recorded)
+
+    def latest_offset(self, start: Position) -> tuple[list[OffsetRange], dict[tuple[str, int], Watermarks]]:
+        """A range per partition from ``start`` to the broker's last stable offset (capped), and the watermarks."""
+        return self.planner.plan(start.offsets, start.topic_ids)
+
+    @staticmethod
+    def partitions(ranges: Sequence[OffsetRange], tasks: int) -> list[RangePartition]:
+        """The ranges cut into at most ``tasks`` partitions of near-equal record counts."""
+        return [RangePartition(tuple(group)) for group in balance(list(ranges), tasks)]
+
+    def frame(self, spark: SparkSession, ranges: Sequence[OffsetRange], schema: StructType,
+              transform: Transform | None = None, timings: Callable[[dict[str, float]], None] | None = None
+              ) -> DataFrame:
+        """The records at ``ranges`` (transformed into ``schema``'s columns) as a DataFrame, one task a partition.
+
+        The tasks come from ``spark.range`` with one row a partition, and each task looks its partition up by
+        that row's index: planning ships no rows through Python and adds no shuffle (a
+        ``createDataFrame(...).repartition`` of the ranges cost an extra stage every micro-batch).
+        ``timings``: see ``_task_reader``.
+        """
+        parts = self.partitions(ranges, spark.sparkContext.defaultParallelism)
+        tasks = spark.range(0, len(parts), 1, numPartitions=max(1, len(parts)))
+        return tasks.mapInArrow(_task_reader(self.reader, parts, transform, timings), schema)
+
+    def ranges_since(self, start: Offsets, end: Position) -> list[OffsetRange]:
+        """The records from ``start`` up to ``end`` in the topics' current logs: a batch read again after a restart."""
+        return self.planner.ranges_since(start, end.offsets, end.topic_ids)
+
+    def commit(self, end: Offsets) -> dict[str, str]:
+        """The snapshot-summary entries of the commit whose rows reach ``end``: the table's new position."""
+        return commit_properties(end, self.topic_ids)
+
+    def close(self) -> None:
+        self.planner.close()
+
+
+#: tasks this Python worker process has run a read for (0 in a worker that was just forked)
+_tasks_run = 0
+
+
+def _first_task_here() -> bool:
+    """True for the first read task of this Python worker process (a freshly forked worker), then False.
+
+    Module-level, so a task's pickled closure calls this module's function, whose counter lives as long
+    as the worker process; a global read by the closure itself would come unpickled afresh every task.
+    """
+    global _tasks_run
+    _tasks_run += 1
+    return _tasks_run == 1
+
+
+def _task_reader(reader: PartitionReader, parts: list[RangePartition], transform: Transform | None,
+                 timings: Callable[[dict[str, float]], None] | None
+                 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function ``mapInArrow`` runs over ``spark.range(len(parts))``: partition indexes in, the (transformed)
+    records of each partition out.
+
+    ``timings``, if given, receives once a task where its Python time went, in seconds: ``fetch`` (Kafka to
+    Arrow), ``transform``, ``hand_over`` (from handing a batch to Spark until Spark asks for the next: its
+    serialisation to the JVM) and ``new_worker`` (1 when the task ran in a freshly forked Python worker).
+    """
+    def run(indexes: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        spent = {"fetch": 0.0, "transform": 0.0, "hand_over": 0.0, "new_worker": float(_first_task_here())}
+        for batch in indexes:
+            for i in batch.column(0).to_pylist():
+                records = reader.read(parts[i])
+                while True:
+                    began = time.perf_counter()
+                    raw = next(records, None)
+                    fetched = time.perf_counter()
+                    spent["fetch"] += fetched - began
+                    if raw is None:
+                        break
+                    out = transform(raw) if transform else raw
+                    handed = time.perf_counter()
+                    spent["transform"] += handed - fetched
+                    yield out
+                    spent["hand_over"] += time.perf_counter() - handed
+        if timings is not None:
+            timings(spent)
+
+    return run
