@@ -123,8 +123,15 @@ class MaintenanceSettings(BaseModel):
         8, ge=1, description="Rewrite delete files (apply them to data) once a table holds this many.")
     manifests_threshold: int = Field(24, ge=2, description="Rewrite manifests once a snapshot has this many.")
     snapshot_retention_minutes: float = Field(
-        60.0, gt=0, description="Snapshots older than this are expired (time travel reaches this far back).")
+        10.0, gt=0, description="Snapshots older than this are expired (time travel reaches this far back), except "
+                                "those a writer's or a reader's position still needs. Each snapshot kept is listed in "
+                                "the metadata file every commit writes and every new reader parses "
+                                "(docs/performance.md).")
     retain_last_snapshots: int = Field(10, ge=1, description="Snapshots always kept, however old.")
+    reader_retention_minutes: float = Field(
+        60.0, gt=0, description="How long a table's snapshots wait for an incremental reader that stopped (the "
+                                "live aggregates, in the click table) before they expire anyway; a reader that "
+                                "finds its position expired starts again (pipeline.aggregate_on_snapshot_expired).")
     orphan_older_than_hours: float = Field(
         24.0, ge=0, description="Unreferenced files younger than this are never removed (a writer may be "
                                 "about to commit them).")

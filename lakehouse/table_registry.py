@@ -33,6 +33,9 @@ class LakeTable(BaseModel):
     key: str | None = Field(None, description="The key column (its source's name); None: the source's primary key.")
     source: str | None = Field(None, description="The source-database table it is captured from, if any.")
     renames: dict[str, str] = Field(default_factory=dict, description="Source column -> lake column.")
+    reads: str | None = Field(None, description="The role of the table whose snapshots this table's writer reads "
+                                                "incrementally, its position kept in this table's snapshots: expiry "
+                                                "keeps that table's snapshots from the position on.")
 
 
 def registry(names: dict[str, str], extra: list) -> tuple[LakeTable, ...]:
@@ -45,8 +48,10 @@ def registry(names: dict[str, str], extra: list) -> tuple[LakeTable, ...]:
                   source="products"),
         LakeTable(role="members", table=names["members"], writer="dims", upkeep="writer-folds", key="userid",
                   source="user_member", renames={"memberLevel": "member_level"}),
-        LakeTable(role="product_views", table=names["product_views"], writer="aggregate", upkeep="compaction"),
-        LakeTable(role="member_activity", table=names["member_activity"], writer="aggregate", upkeep="compaction"),
+        LakeTable(role="product_views", table=names["product_views"], writer="aggregate", upkeep="compaction",
+                  reads="clicks"),
+        LakeTable(role="member_activity", table=names["member_activity"], writer="aggregate", upkeep="compaction",
+                  reads="clicks"),
         LakeTable(role="daily_users", table=names["daily_users"], writer="batch", upkeep="compaction"),
     )
     tables = (*seed, *(LakeTable(role=t.role or t.source, table=t.table, writer="dims", upkeep="writer-folds",

@@ -101,6 +101,27 @@ def commit_lock(
                             f"max {max(r.seconds):.3f})") for r in results])
 
 
+@app.command(name="snapshot-growth")
+def snapshot_growth(
+    rows: Annotated[int, typer.Option(help="Rows per append (2,500 = a 0.25 s click batch at 10,000 events/s).")] = 2_500,
+    appends: Annotated[int, typer.Option(help="Appends in all: the snapshots the table ends with.")] = 3_000,
+    every: Annotated[int, typer.Option(help="Appends between two readings.")] = 250,
+) -> None:
+    """What each snapshot the click table keeps costs: an append's time, the metadata file's size and a fresh
+    reader's load, read every --every appends on a scratch copy of the click table (dropped afterwards).
+
+    An hour of snapshots at a 1 s trigger is 3,600 of them; at 0.25 s, 14,400 (docs/performance.md).
+    """
+    from lab.bench.snapshot_growth import measure
+
+    settings = stack_settings_or_exit("s3", "metastore")
+    with friendly_errors():
+        steps = measure(settings, rows, appends, every, progress=console.log)
+    print_figures(f"appends of {rows:,} rows to a copy of the click table, as its snapshots pile up",
+                  [(f"{s.snapshots:,} snapshots", f"append median {s.append_median_s:.3f} s, p95 {s.append_p95_s:.3f} s; "
+                    f"metadata file {s.metadata_bytes / 1e6:.2f} MB; fresh load {s.load_s:.3f} s") for s in steps])
+
+
 @app.command()
 def standard(
     ingest_seconds: Annotated[float, typer.Option(help="Seconds of the 10,000 events/s ingest run.")] = 180,

@@ -112,7 +112,9 @@ class Actions:
         return ActionResult("rewrite_manifests", files_rewritten=rows[0].rewritten_manifests_count if rows else 0)
 
     def expire(self, table: str, health: TableHealth, now_ms: int) -> ActionResult:
-        """Expire snapshots older than the retention, never a writer's newest progress snapshot.
+        """Expire snapshots older than the retention, never a writer's newest progress snapshot, nor one an
+        incremental reader of the table has yet to read (``LakeTable.reads``: the live aggregates' position in the
+        click table) unless that reader has stood still for longer than ``reader_retention_minutes``.
 
         Through Iceberg's table API (``Table.expireSnapshots``) on the driver rather than the
         ``expire_snapshots`` procedure: the procedure finds the files to delete with Spark jobs
@@ -127,6 +129,9 @@ class Actions:
         cutoff = now_ms - self.settings.retention_ms(health.max_snapshot_age_ms)
         if health.markers:
             cutoff = min(cutoff, *health.markers.values())
+        if health.read_positions:
+            oldest_held = now_ms - int(self.settings.reader_retention_minutes * 60_000)
+            cutoff = min(cutoff, max(oldest_held, min(health.read_positions.values())))
         retain = self.settings.retain_last_snapshots
 
         def commit() -> int:

@@ -32,6 +32,8 @@ class TableHealth:
     oldest_snapshot_ms: int | None
     #: commit time (epoch ms) of the newest current-lineage snapshot carrying each progress marker
     markers: dict[str, int] = field(default_factory=dict)
+    #: commit time (epoch ms) of the snapshot each incremental reader of the table stands on (``LakeTable.reads``)
+    read_positions: dict[str, int] = field(default_factory=dict)
     partitioned: bool = True
     #: the table's own ``history.expire.max-snapshot-age-ms``, if it declares one
     max_snapshot_age_ms: int | None = None
@@ -41,8 +43,11 @@ class TableHealth:
         return self.tier_files_worst_partition[0]
 
 
-def read_health(spark, table: str, tier_bounds: tuple[int, ...]) -> TableHealth:
+def read_health(spark, table: str, tier_bounds: tuple[int, ...], readers: tuple[str, ...] = ()) -> TableHealth:
     """One pass over ``table``'s metadata tables (no data files are read).
+
+    ``readers``: the tables whose writers read ``table``'s snapshots incrementally (``LakeTable.reads``); the
+    snapshot each stands on is in ``read_positions``, so that expiry can keep it and every snapshot after it.
 
     Tier 0 holds the files under ``tier_bounds[0]``, tier k those from ``tier_bounds[k-1]`` up
     to ``tier_bounds[k]``; files above the last bound are final and not counted.
@@ -68,9 +73,25 @@ def read_health(spark, table: str, tier_bounds: tuple[int, ...]) -> TableHealth:
             f"ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor AND s.summary['{key}'] IS NOT NULL").first()
         if row.at is not None:
             markers[key] = row.at
+    read_positions = {reader: at for reader in readers if (at := _read_up_to(spark, table, reader)) is not None}
     properties = {r.key: r.value for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
     age = properties.get(MAX_SNAPSHOT_AGE_PROPERTY)
     return TableHealth(table=table, data_files=counts.data_files, tier_files_worst_partition=tuple(tiers),
                        delete_files=counts.delete_files, manifests=counts.manifests, snapshots=counts.snapshots,
-                       oldest_snapshot_ms=counts.oldest, markers=markers, partitioned=partitioned,
+                       oldest_snapshot_ms=counts.oldest, markers=markers, read_positions=read_positions, partitioned=partitioned,
                        max_snapshot_age_ms=int(age) if age else None)
+
+
+def _read_up_to(spark, table: str, reader: str) -> int | None:
+    """Commit time (epoch ms) of ``table``'s snapshot that ``reader``'s newest position names, if still there."""
+    if not spark.catalog.tableExists(reader):
+        return None
+    row = spark.sql(
+        f"SELECT s.summary['{PROGRESS_PROPERTY}'] AS position FROM {reader}.snapshots s JOIN {reader}.history h "
+        f"ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor AND s.summary['{PROGRESS_PROPERTY}'] IS NOT NULL "
+        "ORDER BY s.committed_at DESC LIMIT 1").first()
+    if row is None or not row.position or int(row.position) <= 0:  # none yet, or read from the start
+        return None
+    found = spark.sql(f"SELECT unix_millis(committed_at) AS at FROM {table}.snapshots "
+                      f"WHERE snapshot_id = {int(row.position)}").first()
+    return None if found is None else found.at

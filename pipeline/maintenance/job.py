@@ -54,6 +54,10 @@ class MaintenanceJob:
         #: every file with a delete (the whole table, for random keys) and make the writer read its index again;
         #: maintenance only expires their snapshots and removes their orphans
         self.writer_folded = {f"{settings.catalog.name}.{t.table}" for t in settings.tables if t.upkeep == "writer-folds"}
+        #: for each table, the tables whose writers read its snapshots incrementally (``LakeTable.reads``)
+        self.readers = {f"{settings.catalog.name}.{t.table}": tuple(f"{settings.catalog.name}.{r.table}"
+                                                                   for r in settings.tables if r.reads == t.role)
+                        for t in settings.tables}
         m = settings.maintenance
         delay = FIRST_ORPHAN_SCAN_PASSES * m.interval_seconds if first_orphan_scan_after_s is None \
             else first_orphan_scan_after_s
@@ -100,7 +104,7 @@ class MaintenanceJob:
             return
         m, this_pass = self.settings.maintenance, self._pass
         now_ms = int(time.time() * 1000)
-        health = read_health(self.spark, table, m.tier_bounds)
+        health = read_health(self.spark, table, m.tier_bounds, self.readers.get(table, ()))
         actions = planned(health, m, now_ms, table == this_pass.scan and not this_pass.merged)
         if table in self.writer_folded:
             actions = [a for a in actions if a in ("expire", "remove_orphans")]

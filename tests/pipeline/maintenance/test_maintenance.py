@@ -2,7 +2,8 @@
 
 - compaction, manifest rewrites and expiry running while the click pipeline commits:
   every event exactly once at the end, and a restarted writer still finds its offsets;
-- expiry while the live aggregates stream: the results still equal the click table;
+- expiry while the live aggregates stream: the results still equal the click table; while they are
+  stopped, the click snapshots they have yet to read are kept (up to the reader retention);
 - orphan removal deletes a stray file and never a file a retained snapshot references.
 """
 
@@ -15,6 +16,7 @@ import time
 import pytest
 
 from deploy.local.services.object_store import s3_client
+from pipeline.aggregates.rollups import PROGRESS_PROPERTY
 from pipeline.clicks.job import ClickIngestJob
 from pipeline.kafka_source.offsets import OFFSETS_PROPERTY
 from pipeline.maintenance.job import MaintenanceJob
@@ -112,6 +114,41 @@ def test_expiry_never_breaks_the_live_aggregates(spark, click_settings):
         wait_until(lambda: matches(spark, s), 180, "aggregates equal to the click table after maintenance")
     assert expired > 0
     assert spark.sql(f"SELECT sum(views) AS v FROM {s.catalog.product_views_table}").first().v == 400
+
+
+def test_expiry_keeps_the_click_snapshots_the_stopped_aggregates_have_not_read(spark, click_settings):
+    s = eager(click_settings, retain_last_snapshots=1)
+    suffix = s.catalog.clicks_table.rsplit("_", 1)[1]
+    s.catalog.product_views_table = f"ads_test.product_views_{suffix}"
+    s.catalog.member_activity_table = f"ads_test.member_activity_{suffix}"
+    s.pipeline.aggregate_trigger_seconds = 0.5
+    rng = random.Random(9)
+    append_clicks(spark, s, click_rows(100, rng))
+    with Running(spark, s):
+        wait_until(lambda: matches(spark, s), 120, "first aggregates")
+    position = int(latest_property(spark, s.catalog.product_views_table, PROGRESS_PROPERTY) or 0)
+    for _ in range(3):  # snapshots the stopped aggregates have not read
+        append_clicks(spark, s, click_rows(30, rng))
+    time.sleep(2)  # every click snapshot is now older than the retention (0.02 min)
+    maintenance = MaintenanceJob(spark, s)
+    maintenance.tables = [qualified(s, s.catalog.clicks_table)]
+    maintenance.run_once()
+    kept = {r.snapshot_id for r in spark.sql(f"SELECT snapshot_id FROM {s.catalog.clicks_table}.snapshots").collect()}
+    assert position in kept, "the snapshot the aggregates stand on is kept while they are stopped"
+
+    with Running(spark, s) as aggregates:
+        wait_until(lambda: matches(spark, s), 120, "aggregates caught up from their position")
+    assert aggregates.rebuilds == 0, "read on from their position, not rebuilt from the whole table"
+
+    s.maintenance.reader_retention_minutes = 0.0001  # a reader stopped for longer than this is not waited for
+    append_clicks(spark, s, click_rows(10, rng))
+    time.sleep(2)
+    position = int(latest_property(spark, s.catalog.product_views_table, PROGRESS_PROPERTY) or 0)
+    maintenance = MaintenanceJob(spark, s)
+    maintenance.tables = [qualified(s, s.catalog.clicks_table)]
+    maintenance.run_once()
+    kept = {r.snapshot_id for r in spark.sql(f"SELECT snapshot_id FROM {s.catalog.clicks_table}.snapshots").collect()}
+    assert position not in kept
 
 
 @pytest.fixture
