@@ -36,6 +36,14 @@ def eager(settings, **overrides):
     return s
 
 
+def with_aggregates(settings) -> None:
+    """Result tables of the test's own beside its click table, and a short aggregate trigger."""
+    suffix = settings.catalog.clicks_table.rsplit("_", 1)[1]
+    settings.catalog.product_views_table = f"ads_test.product_views_{suffix}"
+    settings.catalog.member_activity_table = f"ads_test.member_activity_{suffix}"
+    settings.pipeline.aggregate_trigger_seconds = 0.5
+
+
 def qualified(settings, table: str) -> str:
     return f"{settings.catalog.name}.{table}"
 
@@ -95,10 +103,7 @@ def test_maintenance_next_to_the_click_pipeline_keeps_every_event_exactly_once(s
 
 def test_expiry_never_breaks_the_live_aggregates(spark, click_settings):
     s = eager(click_settings)
-    suffix = s.catalog.clicks_table.rsplit("_", 1)[1]
-    s.catalog.product_views_table = f"ads_test.product_views_{suffix}"
-    s.catalog.member_activity_table = f"ads_test.member_activity_{suffix}"
-    s.pipeline.aggregate_trigger_seconds = 0.5
+    with_aggregates(s)
     rng = random.Random(8)
     append_clicks(spark, s, click_rows(200, rng))
     maintenance = MaintenanceJob(spark, s)
@@ -118,10 +123,7 @@ def test_expiry_never_breaks_the_live_aggregates(spark, click_settings):
 
 def test_expiry_keeps_the_click_snapshots_the_stopped_aggregates_have_not_read(spark, click_settings):
     s = eager(click_settings, retain_last_snapshots=1)
-    suffix = s.catalog.clicks_table.rsplit("_", 1)[1]
-    s.catalog.product_views_table = f"ads_test.product_views_{suffix}"
-    s.catalog.member_activity_table = f"ads_test.member_activity_{suffix}"
-    s.pipeline.aggregate_trigger_seconds = 0.5
+    with_aggregates(s)
     rng = random.Random(9)
     append_clicks(spark, s, click_rows(100, rng))
     with Running(spark, s):
