@@ -90,6 +90,7 @@ def _soak_once(settings, rate: float, seconds: float, interval: float, drift: fl
         ("max live data files per day-partition", f"{max(s.data_files_max_partition for s in result.samples)} "
                                                    f"(goal <= {MAX_FILES_PER_PARTITION})"),
         ("snapshots first / last", f"{first.snapshots} / {last.snapshots}"),
+        ("metadata file KiB first / last", f"{first.metadata_bytes / 1024:,.0f} / {last.metadata_bytes / 1024:,.0f}"),
         ("manifest KiB first / last", f"{first.manifest_bytes / 1024:,.0f} / {last.manifest_bytes / 1024:,.0f}"),
         (f"query CPU ms first / last (drift by {result.drift_span}, the goal)",
          f"{first.query_cpu_ms:,.0f} / {last.query_cpu_ms:,.0f} ({result.drift:+.0%})"),

@@ -36,7 +36,9 @@ def plot_soak(samples: list[Sample], maintenance: bool, path: Path) -> None:
     minutes = [x.elapsed_s / 60 for x in samples]
     panels = [
         ("Live data files, fullest day-partition", "files", {"": [x.data_files_max_partition for x in samples]}),
-        ("Snapshots retained", "snapshots", {"": [x.snapshots for x in samples]}),
+        ("Snapshots retained, and the metadata file listing them", "snapshots / KiB",
+         {"snapshots": [x.snapshots for x in samples],
+          "metadata file (KiB)": [round(x.metadata_bytes / 1024) for x in samples]}),
         ("Soak queries on DuckDB (median of the three)", "ms",
          {"wall": [x.query_ms for x in samples], "reader CPU (the goal)": [x.query_cpu_ms for x in samples]}),
         ("Freshness p95 per window", "seconds", {"": [x.freshness_p95_s for x in samples]}),

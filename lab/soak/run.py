@@ -45,6 +45,7 @@ from lab.soak.reader import cost_in_fresh_process
 from lab.soak.samples import MAX_FILES_PER_PARTITION, Sample, write_samples
 from lab.soak.services import MaintenanceProbe, child_env, histogram_sums, maintenance_service
 from lakehouse import kafka_clients
+from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from pipeline.app import run_jobs
 from pipeline.clicks.job import ClickIngestJob
@@ -125,6 +126,12 @@ def _shape(spark, table: str) -> tuple[int, int, int, int, int]:
     return row.worst, row.files, row.deletes, row.snaps, row.manifest_bytes
 
 
+def _metadata_bytes(catalog, table: str) -> int:
+    """Size of the table's current metadata file, as a new reader finds it."""
+    loaded = catalog.load_table(table)
+    return len(loaded.io.new_input(loaded.metadata_location))
+
+
 def _window_activity(before: dict, after: dict, batches_before: dict, batches_after: dict) -> dict[str, float]:
     """What the writer and the maintenance service spent in one window: to see which one took the cores."""
     def spent(totals_before, totals_after, key):
@@ -181,6 +188,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
          "--bad-share", "0.01", "--topic", s.kafka.clicks_topic],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env(s))
     samples: list[Sample] = []
+    catalog = pyiceberg_catalog(s)
     began = time.monotonic()
     seen = E2E_LATENCY.counts(s.catalog.clicks_table)
     maintenance_seen, batches_seen = probe.seconds_so_far(), batch_times()
@@ -199,6 +207,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
             maintenance_now, batches_now = probe.seconds_so_far(), batch_times()
             cpu_now = cpu_so_far()
             cost = cost_in_fresh_process(child_env(s))
+            metadata_bytes = _metadata_bytes(catalog, s.catalog.clicks_table)
             sample = Sample(round(time.monotonic() - began, 1), committed, worst, files, deletes, snaps,
                             manifest_bytes, cost.wall_ms,
                             round(window_quantile(E2E_LATENCY.buckets, seen, now, 0.95), 2),
@@ -206,11 +215,12 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
                             under_load=under_load, query_cpu_ms=cost.cpu_ms,
                             writer_cpu_s=round(max(0.0, cpu_now[0] - cpu_seen[0]), 1),
                             maintenance_cpu_s=round(max(0.0, cpu_now[1] - cpu_seen[1]), 1),
-                            broker_cpu_s=round(max(0.0, cpu_now[2] - cpu_seen[2]), 1))
+                            broker_cpu_s=round(max(0.0, cpu_now[2] - cpu_seen[2]), 1), metadata_bytes=metadata_bytes)
             seen, maintenance_seen, batches_seen, cpu_seen = now, maintenance_now, batches_now, cpu_now
             samples.append(sample)
             progress(f"  t={sample.elapsed_s:>6.0f}s rows={committed:>9,} files/partition={worst:>3} "
-                     f"deletes={deletes} snapshots={snaps:>3} manifests={manifest_bytes / 1024:,.0f} KiB "
+                     f"deletes={deletes} snapshots={snaps:>3} metadata={metadata_bytes / 1024:,.0f} KiB "
+                     f"manifests={manifest_bytes / 1024:,.0f} KiB "
                      f"queries={sample.query_ms:,.0f} ms ({sample.query_cpu_ms:,.0f} ms CPU) "
                      f"freshness p95={sample.freshness_p95_s} s "
                      f"batch={sample.batch_s_mean} s (plan {sample.plan_s_mean}, write {sample.write_s_mean}, "
