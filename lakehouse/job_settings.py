@@ -132,6 +132,9 @@ class MaintenanceSettings(BaseModel):
         60.0, gt=0, description="How long a table's snapshots wait for an incremental reader that stopped (the "
                                 "live aggregates, in the click table) before they expire anyway; a reader that "
                                 "finds its position expired starts again (pipeline.aggregate_on_snapshot_expired).")
+    clock_skew_seconds: float = Field(
+        5.0, ge=0, description="How far the clocks of the hosts that commit to a table may differ: an incremental "
+                               "reader's hold on the snapshots it has yet to read starts this much earlier.")
     orphan_older_than_hours: float = Field(
         24.0, ge=0, description="Unreferenced files younger than this are never removed (a writer may be "
                                 "about to commit them).")

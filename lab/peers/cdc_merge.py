@@ -4,7 +4,7 @@ What a Spark user would write first, measured beside this pipeline's CDC apply (
 One micro-batch per planning, with the pipeline's own exactly-once planning
 (``kafka_source.batch_job``), per change topic:
 
-1. Spark tasks fetch the topic's planned ranges (``kafka_source.fetch``), decode the Debezium envelopes
+1. Spark tasks fetch the topic's planned ranges (``KafkaStream.frame``), decode the Debezium envelopes
    and cut each change's after-image to the table's columns (``change_rows``), as many tasks as cores.
 2. Spark keeps each key's last change in binlog order (a window over the key: a partition's range may be
    split over tasks).

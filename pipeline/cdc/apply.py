@@ -8,7 +8,7 @@ share of it its cores are of the whole, and keeps it on its local disk (``held_s
 Spark caches for a partition is only a small ``Held``, whose block keeps the partition's next
 task on that executor. A batch is one Spark job:
 
-1. **read**: tasks fetch the batch's planned Kafka ranges (``kafka_source.fetch``), decode the
+1. **read**: tasks fetch the batch's planned Kafka ranges (``kafka_source.stream.PartitionReader``), decode the
    envelopes (``cdc.changes``) and cut them by key bucket. A small batch is read by every
    partition's task for itself (one stage); a large one (the initial snapshot) in a stage of
    its own, whose shuffle brings each bucket's changes to the partition that holds the bucket;

@@ -9,10 +9,11 @@
   Spark task (``PartitionReader.read``);
 - ``commit``: the end offsets as the snapshot-summary entries of the commit that writes the rows.
 
-It is not registered as a Spark data source (``spark.readStream.format``): Spark's streaming engine
+It is not registered as a Spark streaming source (``spark.readStream.format``): Spark's streaming engine
 keeps its offsets in a checkpoint folder beside the table, a second record of progress that a crash
-can part from the first; and a Python data source plans each batch in a Python worker of its own
-(docs/performance.md), where this reader plans in the driver's process.
+can part from the first. Outside the streaming engine a Python data source is a batch read each
+micro-batch, which Spark plans in a Python worker every time (docs/performance.md); this reader plans
+in the driver's own process.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ class PartitionReader:
     timeout_s: float = 60.0
 
     def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
-        """The partition's records as Arrow batches (``fetch.RAW_SCHEMA``), range by range."""
+        """The partition's records as Arrow batches (``fetch.RAW_SCHEMA``), range by range: each batch holds
+        records of one range (one topic and partition), and none is empty."""
         for r in partition.ranges:
             yield from read_range(self.bootstrap, r.topic, r.partition, r.start, r.end, timeout_s=self.timeout_s,
                                   fetch_wait_ms=self.fetch_wait_ms)

@@ -114,7 +114,10 @@ class Actions:
     def expire(self, table: str, health: TableHealth, now_ms: int) -> ActionResult:
         """Expire snapshots older than the retention, never a writer's newest progress snapshot, nor one an
         incremental reader of the table has yet to read (``LakeTable.reads``: the live aggregates' position in the
-        click table) unless that reader has stood still for longer than ``reader_retention_minutes``.
+        click table) unless that reader has committed nothing for ``reader_retention_minutes``. A reader's hold
+        starts ``clock_skew_seconds`` before its position: a commit from a host whose clock is behind can carry an
+        earlier time than the position's, and Iceberg's expiry stops keeping a lineage at its first snapshot older
+        than the cutoff.
 
         Through Iceberg's table API (``Table.expireSnapshots``) on the driver rather than the
         ``expire_snapshots`` procedure: the procedure finds the files to delete with Spark jobs
@@ -129,9 +132,10 @@ class Actions:
         cutoff = now_ms - self.settings.retention_ms(health.max_snapshot_age_ms)
         if health.markers:
             cutoff = min(cutoff, *health.markers.values())
-        if health.read_positions:
-            oldest_held = now_ms - int(self.settings.reader_retention_minutes * 60_000)
-            cutoff = min(cutoff, max(oldest_held, min(health.read_positions.values())))
+        stopped_before = now_ms - int(self.settings.reader_retention_minutes * 60_000)
+        held = [p.position_ms for p in health.read_positions.values() if p.moved_ms >= stopped_before]
+        if held:
+            cutoff = min(cutoff, min(held) - int(self.settings.clock_skew_seconds * 1000))
         retain = self.settings.retain_last_snapshots
 
         def commit() -> int:

@@ -20,6 +20,14 @@ MAX_SNAPSHOT_AGE_PROPERTY = TableProperties.MAX_SNAPSHOT_AGE_MS
 
 
 @dataclass(frozen=True)
+class ReadPosition:
+    """Where an incremental reader stands in a table, as commit times (epoch ms)."""
+
+    position_ms: int  # the table's snapshot the reader read up to (or the table's first, for a reader from the start)
+    moved_ms: int  # the reader's own newest commit
+
+
+@dataclass(frozen=True)
 class TableHealth:
     table: str
     data_files: int
@@ -32,8 +40,9 @@ class TableHealth:
     oldest_snapshot_ms: int | None
     #: commit time (epoch ms) of the newest current-lineage snapshot carrying each progress marker
     markers: dict[str, int] = field(default_factory=dict)
-    #: commit time (epoch ms) of the snapshot each incremental reader of the table stands on (``LakeTable.reads``)
-    read_positions: dict[str, int] = field(default_factory=dict)
+    #: each incremental reader of the table (``LakeTable.reads``): the commit time (epoch ms) of the table's snapshot
+    #: it stands on, and of its own newest commit (when it last moved)
+    read_positions: dict[str, ReadPosition] = field(default_factory=dict)
     partitioned: bool = True
     #: the table's own ``history.expire.max-snapshot-age-ms``, if it declares one
     max_snapshot_age_ms: int | None = None
@@ -82,16 +91,21 @@ def read_health(spark, table: str, tier_bounds: tuple[int, ...], readers: tuple[
                        max_snapshot_age_ms=int(age) if age else None)
 
 
-def _read_up_to(spark, table: str, reader: str) -> int | None:
-    """Commit time (epoch ms) of ``table``'s snapshot that ``reader``'s newest position names, if still there."""
+def _read_up_to(spark, table: str, reader: str) -> ReadPosition | None:
+    """Where ``reader``'s newest position stands in ``table``, if the snapshot it needs is still there.
+
+    A reader from the start (position 0) needs the table's first snapshot: its lineage is read from there.
+    """
     if not spark.catalog.tableExists(reader):
         return None
     row = spark.sql(
-        f"SELECT s.summary['{PROGRESS_PROPERTY}'] AS position FROM {reader}.snapshots s JOIN {reader}.history h "
-        f"ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor AND s.summary['{PROGRESS_PROPERTY}'] IS NOT NULL "
+        f"SELECT s.summary['{PROGRESS_PROPERTY}'] AS position, unix_millis(s.committed_at) AS moved "
+        f"FROM {reader}.snapshots s JOIN {reader}.history h ON s.snapshot_id = h.snapshot_id "
+        f"WHERE h.is_current_ancestor AND s.summary['{PROGRESS_PROPERTY}'] IS NOT NULL "
         "ORDER BY s.committed_at DESC LIMIT 1").first()
-    if row is None or not row.position or int(row.position) <= 0:  # none yet, or read from the start
+    if row is None or row.position is None:
         return None
-    found = spark.sql(f"SELECT unix_millis(committed_at) AS at FROM {table}.snapshots "
-                      f"WHERE snapshot_id = {int(row.position)}").first()
-    return None if found is None else found.at
+    position = int(row.position)
+    where = "parent_id IS NULL" if position <= 0 else f"snapshot_id = {position}"
+    found = spark.sql(f"SELECT unix_millis(min(committed_at)) AS at FROM {table}.snapshots WHERE {where}").first()
+    return None if found is None or found.at is None else ReadPosition(found.at, row.moved)

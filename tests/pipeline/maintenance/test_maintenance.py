@@ -31,7 +31,7 @@ def eager(settings, **overrides):
     s = settings.model_copy(deep=True)
     for key, value in {"compact_small_files": 2, "manifests_threshold": 2, "delete_files_threshold": 1,
                        "snapshot_retention_minutes": 0.02, "retain_last_snapshots": 2,
-                       "orphan_older_than_hours": 1.0, **overrides}.items():
+                       "orphan_older_than_hours": 1.0, "clock_skew_seconds": 0.0, **overrides}.items():
         setattr(s.maintenance, key, value)
     return s
 
