@@ -11,6 +11,7 @@ from rich.table import Table
 
 from cli.common import console, friendly_errors, print_figures, stack_settings_or_exit
 from lab.commands.bench_cdc import APPLY_TITLES, cdc_peers
+from lab.commands.bench_commits import commit_lock, snapshot_growth
 from lab.commands.bench_enrichment import enrichment
 from lab.commands.bench_ingest import CLICK_STACK, ingest
 from lab.commands.bench_peers import peers
@@ -79,47 +80,6 @@ def batch(
         phases = profile(settings, events, rounds, progress=console.log)
     print_figures(f"one batch of {events:,} events, medians of {rounds} rounds (min - max)",
                    [(p.phase, f"{p.median_s:.3f} s ({p.min_s:.3f} - {p.max_s:.3f})") for p in phases])
-
-
-@app.command(name="commit-lock")
-def commit_lock(
-    rows: Annotated[int, typer.Option(help="Rows per append (10,000 = a 1 s click batch at 10,000 events/s).")] = 10_000,
-    rounds: Annotated[int, typer.Option(help="Timed appends per mode, after one warm-up each.")] = 20,
-) -> None:
-    """One Spark append's time with the Hive Metastore's commit lock and without it (HIVE-26882).
-
-    The two modes alternate on two scratch tables, dropped afterwards. docs/spark-4.md records the
-    figures and the decision they inform.
-    """
-    from lab.bench.commit_lock import measure
-
-    settings = stack_settings_or_exit("s3", "metastore")
-    with friendly_errors():
-        results = measure(settings, rows, rounds, progress=console.log)
-    print_figures(f"append of {rows:,} rows: append + commit, {rounds} rounds",
-                  [(r.mode, f"median {r.median_s:.3f} s, p95 {r.p95_s:.3f} s (min {min(r.seconds):.3f}, "
-                            f"max {max(r.seconds):.3f})") for r in results])
-
-
-@app.command(name="snapshot-growth")
-def snapshot_growth(
-    rows: Annotated[int, typer.Option(help="Rows per append (2,500 = a 0.25 s click batch at 10,000 events/s).")] = 2_500,
-    appends: Annotated[int, typer.Option(help="Appends in all: the snapshots the table ends with.")] = 3_000,
-    every: Annotated[int, typer.Option(help="Appends between two readings.")] = 250,
-) -> None:
-    """What each snapshot the click table keeps costs: an append's time, the metadata file's size and a fresh
-    reader's load, read every --every appends on a scratch copy of the click table (dropped afterwards).
-
-    An hour of snapshots at a 1 s trigger is 3,600 of them; at 0.25 s, 14,400 (docs/performance.md).
-    """
-    from lab.bench.snapshot_growth import measure
-
-    settings = stack_settings_or_exit("s3", "metastore")
-    with friendly_errors():
-        steps = measure(settings, rows, appends, every, progress=console.log)
-    print_figures(f"appends of {rows:,} rows to a copy of the click table, as its snapshots pile up",
-                  [(f"{s.snapshots:,} snapshots", f"append median {s.append_median_s:.3f} s, p95 {s.append_p95_s:.3f} s; "
-                    f"metadata file {s.metadata_bytes / 1e6:.2f} MB; fresh load {s.load_s:.3f} s") for s in steps])
 
 
 @app.command()
@@ -427,3 +387,5 @@ app.command()(enrichment)
 app.command("soak-plot")(soak_plot)
 app.command("soak-compare")(soak_compare)
 app.command(name="cdc-peers")(cdc_peers)
+app.command(name="commit-lock")(commit_lock)
+app.command(name="snapshot-growth")(snapshot_growth)
