@@ -92,7 +92,7 @@ def _soak_once(settings, rate: float, seconds: float, interval: float, drift: fl
         ("snapshots first / last", f"{first.snapshots} / {last.snapshots}"),
         ("metadata file KiB first / last", f"{first.metadata_bytes / 1024:,.0f} / {last.metadata_bytes / 1024:,.0f}"),
         ("manifest KiB first / last", f"{first.manifest_bytes / 1024:,.0f} / {last.manifest_bytes / 1024:,.0f}"),
-        (f"query CPU ms first / last (drift by {result.drift_span}, the goal)",
+        (f"query CPU ms first / last (drift: {result.drift_span}, the goal)",
          f"{first.query_cpu_ms:,.0f} / {last.query_cpu_ms:,.0f} ({result.drift:+.0%})"),
         ("query wall ms first / last (drift)", f"{first.query_ms:,.0f} / {last.query_ms:,.0f} ({result.wall_drift:+.0%})"),
         ("freshness p95 s first / last / worst", result.freshness_summary()),

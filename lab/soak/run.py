@@ -52,7 +52,7 @@ from pipeline.clicks.job import ClickIngestJob
 from pipeline.metrics import BATCH_PHASE_SECONDS, BATCH_SECONDS, E2E_LATENCY, window_quantile
 from pipeline.spark_session import build_session
 
-DRIFT_SPAN_S = 3600  # the goal compares the first hour with the last
+DRIFT_SPAN_S = 3600  # the longest span the drift compares: the last hour with the hour before
 COMPACTION = ("compact", "merge")  # the maintenance actions that rewrite data files
 
 
@@ -88,13 +88,19 @@ class SoakResult:
 
     @property
     def drift(self) -> float:
-        """The goal's drift: the reader's CPU per query, last hour (or third) of the samples vs the first."""
+        """The goal's drift: the reader's CPU per query, the last span of the run against the span before it."""
         return self._drift("query_cpu_ms")
 
     @property
+    def span_s(self) -> float:
+        """The span the drift compares: half the run, at most ``DRIFT_SPAN_S`` (an hour's soak: the last
+        30 minutes against the 30 before)."""
+        return min(DRIFT_SPAN_S, self.duration_s / 2)
+
+    @property
     def drift_span(self) -> str:
-        """What the drift compares: hours when the load ran two of them, else thirds of the run."""
-        return "hour" if self.duration_s >= 2 * DRIFT_SPAN_S else "third"
+        """The span in words, for the summary."""
+        return f"the last {self.span_s / 60:.4g} min against the {self.span_s / 60:.4g} before"
 
     @property
     def wall_drift(self) -> float:
@@ -102,16 +108,13 @@ class SoakResult:
         return self._drift("query_ms")
 
     def _drift(self, figure: str) -> float:
-        """Median of the last hour's (or third's) samples vs the first's, among those with data taken under load."""
+        """Median of the last span's samples against the span's before it, among those with data taken under load."""
         with_data = [x for x in self.samples if x.committed > 0 and x.under_load]
-        if len(with_data) < 2:
+        cut = self.duration_s - self.span_s
+        early = [x for x in with_data if cut - self.span_s < x.elapsed_s <= cut]
+        late = [x for x in with_data if x.elapsed_s > cut]
+        if not early or not late:
             return 0.0
-        if self.drift_span == "hour":
-            early = [x for x in with_data if x.elapsed_s <= DRIFT_SPAN_S]
-            late = [x for x in with_data if x.elapsed_s > self.duration_s - DRIFT_SPAN_S]
-        else:
-            k = max(1, len(with_data) // 3)
-            early, late = with_data[:k], with_data[-k:]
         first = statistics.median(getattr(x, figure) for x in early)
         last = statistics.median(getattr(x, figure) for x in late)
         return (last - first) / first if first else 0.0
@@ -263,8 +266,8 @@ def _goals(r: SoakResult) -> list[str]:
     if r.maintenance and worst > MAX_FILES_PER_PARTITION:
         failures.append(f"live data files per day-partition reached {worst} (goal <= {MAX_FILES_PER_PARTITION})")
     if r.maintenance and len(r.samples) >= 2 and r.drift > r.latency_drift_limit:
-        failures.append(f"the reader's CPU per query drifted {r.drift:+.0%} from the first {r.drift_span} of the "
-                        f"samples under load to the last (goal <= {r.latency_drift_limit:.0%}; wall time {r.wall_drift:+.0%})")
+        failures.append(f"the reader's CPU per query drifted {r.drift:+.0%} ({r.drift_span}, the samples "
+                        f"under load; goal <= {r.latency_drift_limit:.0%}; wall time {r.wall_drift:+.0%})")
     if r.rows + r.dead_letters != r.produced:
         failures.append(f"{r.produced:,} produced but {r.rows:,} rows + {r.dead_letters:,} dead letters committed")
     if r.rows != r.distinct_ids:

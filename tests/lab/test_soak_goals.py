@@ -30,32 +30,40 @@ def test_samples_after_the_load_stopped_do_not_count_towards_drift():
     assert _result(under_load + [_sample(400, 250), _sample(460, 260)]).drift > 1.0  # were they counted: +150 %
 
 
-def test_drift_compares_the_last_third_with_the_first_and_skips_empty_windows():
+def test_drift_compares_the_last_half_with_the_first_and_skips_empty_windows():
     samples = [_sample(60, 900, committed=0)] + [_sample(60 * i, ms) for i, ms in
                                                  enumerate([100, 100, 110, 120, 130, 130], start=2)]
-    assert round(_result(samples).drift, 2) == 0.30
+    assert round(_result(samples, duration_s=420).drift, 2) == 0.25  # 100 (120-180 s) -> 125 (240-420 s)
 
 
-def test_a_run_of_two_hours_compares_its_first_hour_with_its_last():
-    """The goal reads "first to last hour": in two hours that is the halves, not the thirds.
+def test_a_run_of_two_hours_compares_its_last_hour_with_the_hour_before():
+    """The longest span is an hour: in two hours that is the halves.
 
     The shape is the soak's: the snapshot log ramps for its retention (20 min here), then holds.
-    The first hour's median is the plateau's, so the drift is the plateau's (+1 %); thirds
-    would set the last 40 minutes against a first 40 that is half ramp (+16 %).
+    The first hour's median is the plateau's, so the drift is the plateau's (+1 %).
     """
     cpu = [25 + i for i in range(7)] + [36, 35, 37, 36] * 8 + [36]  # 3-minute samples, minutes 3..120
     samples = [_sample(180 * i, ms) for i, ms in enumerate(cpu, start=1)]
     assert samples[-1].elapsed_s == 7200
     hours = _result(samples, duration_s=7200)
-    assert hours.drift_span == "hour" and abs(hours.drift) < 0.02  # 35.5 -> 36 ms
-    thirds = _result(samples, duration_s=7199)
-    assert thirds.drift_span == "third" and round(thirds.drift, 2) == 0.16  # 31 -> 36 ms
+    assert hours.span_s == 3600 and abs(hours.drift) < 0.02  # 35.5 -> 36 ms
+
+
+def test_a_run_of_an_hour_compares_its_last_30_minutes_with_the_30_before():
+    """The same shape in one hour: the first half holds the ramp, and the goal (last 30 minutes within
+    10 % of the 30 before) says so."""
+    cpu = [25 + i for i in range(7)] + [36, 35, 37, 36] * 3 + [36]  # 3-minute samples, minutes 3..60
+    samples = [_sample(180 * i, ms) for i, ms in enumerate(cpu, start=1)]
+    hour = _result(samples, duration_s=3600)
+    assert hour.span_s == 1800 and hour.drift_span == "the last 30 min against the 30 before"
+    assert round(hour.drift, 2) == 0.22  # median 29.5 (minutes 3-30) -> 36 ms (minutes 33-60)
+    assert _goals(hour) and "drifted +22%" in _goals(hour)[0]
 
 
 def test_the_goal_reads_the_readers_cpu_and_reports_wall_time_beside_it():
     """Wall time doubling while the reader's work stays put is the cores being busy, not the table aging."""
     samples = [_sample(60 * i, 40, wall_ms=wall) for i, wall in enumerate([50, 50, 60, 90, 100, 100], start=1)]
-    result = _result(samples)
+    result = _result(samples, duration_s=360)
     assert result.drift == 0.0 and result.wall_drift == 1.0
     result.samples = [_sample(60 * i, cpu) for i, cpu in enumerate([40, 40, 44, 50, 52, 52], start=1)]
     assert round(result.drift, 2) == 0.30
