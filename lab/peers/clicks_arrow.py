@@ -179,7 +179,16 @@ class ArrowClickJob(KafkaBatchJob):
 
     def _append(self, rows: pa.Table, properties: dict[str, str], end: kafka_offsets.Offsets,
                 changes: list, entry: dict) -> None:
-        """One commit: the rows, the offsets (and a schema change). A retry first checks the last try did not land."""
+        """One commit: the rows, the offsets (and a schema change)."""
+        def stage(tx) -> None:
+            recorded = evolving_batch.stage_changes(tx, self.clicks, changes, entry)
+            tx.append(rows, snapshot_properties={**properties, **recorded})
+
+        self._commit_once(stage, end)
+
+    def _commit_once(self, stage, end: kafka_offsets.Offsets) -> None:
+        """One click-table commit of what ``stage`` puts in a transaction; a retry first checks the last try did not
+        land (its offsets are the table's)."""
         began = time.monotonic()
         for attempt in commit_attempts():
             with attempt:
@@ -187,11 +196,10 @@ class ArrowClickJob(KafkaBatchJob):
                     self.clicks = self.catalog.load_table(self.clicks_table)
                     landed = newest_summary_with(self.clicks, kafka_offsets.OFFSETS_PROPERTY)
                     if kafka_offsets.position_of(landed).offsets == end:
-                        log.warning("clicks: the commit that failed had landed (its offsets are the table's)")
+                        log.warning("%s: the commit that failed had landed (its offsets are the table's)", self.name)
                         break
                 with CachedTransaction(self.clicks) as tx:
-                    recorded = evolving_batch.stage_changes(tx, self.clicks, changes, entry)
-                    tx.append(rows, snapshot_properties={**properties, **recorded})
+                    stage(tx)
         metrics.COMMIT_SECONDS.labels(self.clicks_table).observe(time.monotonic() - began)
         metrics.LAST_COMMIT.labels(self.clicks_table).set(time.time())
 
