@@ -82,6 +82,16 @@ class PipelineSettings(BaseModel):
                             "the same (k8s/base/spark/pipeline-application.yaml); the jobs' per-row work is in "
                             "Python workers, beside the heap.")
     spark_shuffle_partitions: int = Field(4, ge=1)
+    spark_cores: int = Field(
+        2, ge=1, description="Cores a local Spark application (local mode) runs tasks on: its default parallelism. "
+                             "It has click_tasks slots more, for the click job's standing tasks, which wait between "
+                             "batches.")
+    click_tasks: int = Field(
+        2, ge=1, le=64,
+        description="Standing Spark tasks of the click job: each keeps its task slot, a Python worker and a Kafka "
+                    "consumer for the job's life and does the batch's work for its Kafka partitions (partition p "
+                    "to task p mod click_tasks). More tasks, more of a batch in parallel (on more executors); an "
+                    "application also running other jobs needs slots beyond these (docs/performance.md).")
     writer_pool_weight: int = Field(
         8, ge=1, description="Spark FAIR-scheduler weight of the writers' pools (clicks, dims, aggregate) against "
                              "maintenance's (1) when they share an application: a free core goes to a writer's "

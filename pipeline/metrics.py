@@ -28,15 +28,14 @@ BATCHES = Counter("lakehouse_pipeline_batches_total", "Micro-batches run, by out
 BATCH_SECONDS = Histogram("lakehouse_pipeline_batch_duration_seconds", "Wall time of a micro-batch.", ["pipeline"],
                           buckets=(0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120))
 TASK_PHASE_SECONDS = Counter(
-    "lakehouse_pipeline_task_phase_seconds", "Seconds a job's Python tasks spent in each phase, summed over its "
-    "tasks: fetch (Kafka records into Arrow), transform (of which parse and enrich), hand_over (each Arrow batch "
-    "handed to the JVM), and new_worker: tasks that ran in a freshly forked Python worker (a count, not seconds). "
-    "The rest of a task's run is the JVM's: rows from Arrow, the Parquet files, their upload.",
+    "lakehouse_pipeline_task_phase_seconds", "Seconds the click job's standing tasks spent on each phase of the "
+    "batches, summed over its tasks: fetch (Kafka records into Arrow), transform (validate and enrich), write "
+    "(the rows as Parquet data files in the object store).",
     ["pipeline", "phase"])
 BATCH_PHASE_SECONDS = Histogram(
     "lakehouse_pipeline_batch_phase_seconds", "Wall time of each phase of a click micro-batch: plan (offset ranges "
-    "from the broker's watermarks), write (one Spark job: fetch, validate and enrich the records, write the data "
-    "files, commit the click table), dead_letters (only in batches that had any: read again, commit them).",
+    "from the broker's watermarks), write (the standing tasks fetch, validate and enrich the records and write the "
+    "data files; the driver commits the click table), dead_letters (only in batches that had any: commit them).",
     ["phase"], buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30))
 COMMIT_SECONDS = Histogram("lakehouse_pipeline_commit_duration_seconds", "Wall time of one Iceberg commit.",
                            ["table"], buckets=(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30))

@@ -111,8 +111,9 @@ def local_cluster_home(settings: Settings) -> Path:
 
 def build_session(settings: Settings, app_name: str, master: str | None = None, extra_jars: tuple[Path, ...] = (),
                   conf: dict[str, str] | None = None):
-    """A SparkSession: local[2] (or ``master`` / SPARK_MASTER: ``local-cluster[2,1,1024]`` runs two executor
-    processes), or the submitter's in cluster mode; ``conf`` on top of the project's (a benchmark's event log)."""
+    """A SparkSession: local mode with ``pipeline.spark_cores`` cores and the click job's standing tasks' slots
+    besides (or ``master`` / SPARK_MASTER: ``local-cluster[2,1,1024]`` runs two executor processes), or the
+    submitter's in cluster mode; ``conf`` on top of the project's (a benchmark's event log)."""
     # deferred: pyspark: loaded by the commands that start Spark, not by every importer of spark_conf
     from pyspark.sql import SparkSession
 
@@ -123,8 +124,12 @@ def build_session(settings: Settings, app_name: str, master: str | None = None, 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         # Keep Spark's own sockets on loopback (it would otherwise pick the host's address).
         os.environ.setdefault("SPARK_LOCAL_IP", settings.metrics.host)
-        master = master or os.environ.get("SPARK_MASTER", "local[2]")
+        cores = settings.pipeline.spark_cores
+        # the click job's standing tasks hold a slot each while they wait: the other jobs get the cores' slots
+        master = master or os.environ.get("SPARK_MASTER", f"local[{cores + settings.pipeline.click_tasks}]")
         builder = SparkSession.builder.master(master)
+        if master.startswith("local["):
+            builder = builder.config("spark.default.parallelism", str(cores))
         if master.startswith("local-cluster"):
             if "SPARK_HOME" not in os.environ:
                 os.environ["SPARK_HOME"] = str(local_cluster_home(settings))

@@ -27,7 +27,6 @@ import time
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lab.peers.clicks_arrow_reader import RangeReader
 from lab.peers.clicks_arrow_tables import ensure_clicks_tables
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
@@ -41,6 +40,7 @@ from pipeline.dimensions import DimensionCache
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
 from pipeline.kafka_source.fetch import read_range
+from pipeline.kafka_source.range_reader import RangeReader
 from pipeline.kafka_source.stream import KafkaStream
 from pipeline.lake_writer.catalog_tables import commit_attempts, newest_summary_with
 from pipeline.lake_writer.pyiceberg_internals import CachedTransaction

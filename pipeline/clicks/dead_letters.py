@@ -1,7 +1,7 @@
-"""Dead letters off the batch's critical path: written from what the parse tasks carried back, in the background.
+"""Dead letters off the batch's critical path: written from what the tasks carried back, in the background.
 
 A dead-letter commit after the click commit would cost a second read of the batch from
-Kafka, a second parse and a commit on every batch's critical path. So the parse tasks carry
+Kafka, a second parse and a commit on every batch's critical path. So the tasks carry
 the bad records back (``batch_stats``), and the commit runs in a thread of its own while the
 next batch plans and writes. The click commit's ``lakehouse.dead-letters-done`` marker names the start of
 the oldest batch whose dead letters may still be in flight, so a crash at any point
@@ -13,35 +13,51 @@ from __future__ import annotations
 import datetime as dt
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from pyspark.sql import DataFrame, SparkSession
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.clicks.batch_stats import BadRecords
 from pipeline.kafka_source.offsets import Offsets
 
-DEAD_LETTER_DDL = ("raw BINARY, error_kind STRING, error STRING, kafka_topic STRING, kafka_partition INT, "
-                   "kafka_offset BIGINT, produced_at TIMESTAMP, ingest_time TIMESTAMP")
+TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
-def carried_frame(spark: SparkSession, bad: BadRecords, committed: Offsets, now: dt.datetime) -> DataFrame:
-    """The carried dead letters as dead-letter rows, without those at positions the table already holds.
+def carried_table(bad: BadRecords) -> pa.Table:
+    """The dead letters the tasks carried back, as parsed records (the columns ``dead_letter_rows`` reads)."""
+    keys, values = sorted(bad), [bad[k] for k in sorted(bad)]
+    return pa.table({
+        "topic": pa.array([k[0] for k in keys], pa.string()),
+        "partition": pa.array([k[1] for k in keys], pa.int32()),
+        "offset": pa.array([k[2] for k in keys], pa.int64()),
+        "value": pa.array([v[0] for v in values], pa.binary()),
+        "error": pa.array([v[1] for v in values], pa.string()),
+        "timestamp_ms": pa.array([v[2] for v in values], pa.int64()),
+    })
 
-    One slice, so one file per commit: split over the default parallelism, a batch's handful of
-    rows made two or three files, and the dead-letter table had three times the click table's
-    small files to compact (188 after two minutes of the CI soak, a 51 s compaction the click
-    table's waited behind).
-    """
-    utc = dt.timezone.utc
-    rows = [(raw, error.split(":")[0], error, topic, part, offset, dt.datetime.fromtimestamp(ts / 1000, utc), now)
-            for (topic, part, offset), (raw, error, ts) in sorted(bad.items())
-            if offset >= committed.get(topic, {}).get(part, 0)]
-    return spark.createDataFrame(rows, DEAD_LETTER_DDL).coalesce(1)
+
+def dead_letter_rows(parsed: pa.Table, committed: Offsets, now: dt.datetime) -> pa.Table:
+    """The invalid records of ``parsed`` as dead-letter rows, but for those at positions the table already holds."""
+    bad = parsed.filter(pc.is_valid(parsed["error"]))
+    keep = [offset >= committed.get(topic, {}).get(part, 0) for topic, part, offset in
+            zip(*(bad[c].to_pylist() for c in ("topic", "partition", "offset")), strict=True)]
+    bad = bad.filter(pa.array(keep, pa.bool_()))
+    errors = bad["error"]
+    return pa.table({
+        "raw": bad["value"],
+        "error_kind": pa.array([e.split(":")[0] for e in errors.to_pylist()], pa.string()),
+        "error": errors,
+        "kafka_topic": bad["topic"],
+        "kafka_partition": bad["partition"],
+        "kafka_offset": bad["offset"],
+        "produced_at": pc.multiply(bad["timestamp_ms"], 1000).cast(pa.int64()).cast(TIMESTAMP),
+        "ingest_time": pa.array([now] * bad.num_rows, TIMESTAMP),
+    })
 
 
 class BackgroundCommits:
     """One commit at a time in a thread of its own; a failure is raised to the caller's next ``settle``."""
 
-    def __init__(self, spark: SparkSession, name: str):
-        self.spark = spark
+    def __init__(self, name: str):
         self._pool = ThreadPoolExecutor(1, thread_name_prefix=name)
         self._pending: tuple[Future, Offsets] | None = None
 
@@ -53,14 +69,7 @@ class BackgroundCommits:
     def submit(self, write, batch_start: Offsets) -> None:
         """Run ``write()`` after the previous write (settled first: its failure is raised here)."""
         self.settle(wait=True)
-        pool = self.spark.sparkContext.getLocalProperty("spark.scheduler.pool")
-
-        def run():
-            if pool is not None:  # the caller's FAIR pool, so the write is scheduled like the batch
-                self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
-            write()
-
-        self._pending = (self._pool.submit(run), batch_start)
+        self._pending = (self._pool.submit(write), batch_start)
 
     def settle(self, wait: bool) -> None:
         """Forget a finished write, raising its error; with ``wait``, finish the one in flight first."""

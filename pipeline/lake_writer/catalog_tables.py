@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from pyiceberg.exceptions import (
     CommitFailedException,
@@ -21,6 +21,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import TableProperties
 from pyiceberg.table.snapshots import ancestors_of
 from tenacity import AttemptManager, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from pipeline.lake_writer.pyiceberg_internals import CachedTransaction
 
 log = logging.getLogger(__name__)
 
@@ -75,3 +77,22 @@ def commit_attempts() -> Iterator[AttemptManager]:
     """
     return iter(Retrying(retry=retry_if_exception_type((CommitFailedException, ValidationException)), reraise=True,
                          stop=stop_after_attempt(COMMIT_ATTEMPTS), wait=wait_exponential(multiplier=0.2, max=5)))
+
+
+def commit_once(catalog, table, stage: Callable, landed: Callable, what: str):
+    """Commit what ``stage(tx)`` puts in a transaction on ``table``, exactly once; returns the table as committed.
+
+    A try that lost a race with another writer is retried (``commit_attempts``) from the table loaded again,
+    and only if the try before did not land after all (``landed(table)``: the writer's position is the
+    table's): a commit whose answer was lost must not be made twice.
+    """
+    for attempt in commit_attempts():
+        with attempt:
+            if attempt.retry_state.attempt_number > 1:
+                table = catalog.load_table(table.name())
+                if landed(table):
+                    log.warning("%s: the commit that failed had landed (its position is the table's)", what)
+                    return table
+            with CachedTransaction(table) as tx:
+                stage(tx)
+    return table

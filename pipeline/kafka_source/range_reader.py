@@ -1,13 +1,14 @@
-"""The click peer's reader: planned offset ranges read with one consumer kept from batch to batch.
+"""Planned offset ranges read with one consumer kept from batch to batch: the read of a standing task.
 
-``fetch.read_range`` makes a consumer per range and closes it after: right for Spark tasks,
-which run anywhere, but a writer that commits every quarter second would spend a good part
-of each interval connecting, fetching metadata and closing. ``RangeReader`` keeps one
-consumer assigned to the partitions it read last. When the next batch starts where the last
-one ended (the normal case) the consumer just goes on, and what it had already fetched past
-a range's end is kept for the next batch; any other start (a recovery, a new log, a seek)
-assigns the partition afresh at that offset. Ranges are still read exactly, [start, end),
-so a batch read again after a crash holds the same records.
+``fetch.read_range`` makes a consumer per range and closes it after: right for a Spark task
+that runs once, but a task that serves every batch for the job's life (the click job's
+standing tasks, ``pipeline.standing_tasks``) would spend a good part of each interval
+connecting, fetching metadata and closing. ``RangeReader`` keeps one consumer assigned to
+the partitions it read last. When the next batch starts where the last one ended (the
+normal case) the consumer just goes on, and what it had already fetched past a range's end
+is kept for the next batch; any other start (a recovery, a new log, a seek) assigns the
+partition afresh at that offset. Ranges are still read exactly, [start, end), so a batch
+read again after a crash holds the same records.
 """
 
 from __future__ import annotations

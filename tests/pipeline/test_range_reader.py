@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lab.peers.clicks_arrow_reader import RangeReader
 from lakehouse.kafka_clients import end_offsets
+from pipeline.kafka_source.range_reader import RangeReader
 from pipeline.kafka_source.ranges import OffsetRange
 
 

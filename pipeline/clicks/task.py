@@ -1,0 +1,91 @@
+"""What a standing task of the click job does with its share of each batch: read, validate, enrich, write Parquet.
+
+The driver (``pipeline.clicks.job``) sends each of its standing Spark tasks
+(``pipeline.standing_tasks``) a ``ClickWork`` a batch: the task's Kafka partitions' offset
+ranges, the table's shape and, when they changed, the dimension snapshot and the click
+table's metadata. The task reads the ranges with the consumer it keeps (``RangeReader``),
+parses and enriches them (``evolving_batch.parse``), writes the valid rows as Parquet data
+files of the click table in its write order, and answers with the files and the batch's
+counts (dead letters carried back in ``BatchStats``). It commits nothing: the driver commits
+every task's files with the batch's end offsets in one snapshot, so files of a batch that
+fails are never part of the table (maintenance removes them as orphans).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyiceberg.io import load_file_io
+
+from pipeline.clicks import evolving_batch
+from pipeline.clicks.batch_stats import BatchStats, count_batch
+from pipeline.clicks.evolution import Shape
+from pipeline.clicks.validate import Limits
+from pipeline.dimensions import Dimensions
+from pipeline.kafka_source.range_reader import RangeReader
+from pipeline.kafka_source.ranges import OffsetRange
+from pipeline.lake_writer.pyiceberg_internals import data_files_of
+
+
+@dataclass(frozen=True)
+class ClickWork:
+    """One task's share of a batch, as the driver sends it."""
+
+    ranges: list[OffsetRange]  # the task's partitions, idle ones too (its consumer keeps them assigned)
+    shape: Shape
+    limits: Limits
+    ingest_time: dt.datetime
+    planned_at_ms: int
+    dimensions: Dimensions | None  # a new snapshot, or None: the one sent before still holds
+    table: tuple[Any, dict[str, str]] | None  # (TableMetadata, FileIO properties) when the schema or spec changed
+
+
+@dataclass(frozen=True)
+class ClickShare:
+    """A task's answer: the data files it wrote (not committed) and what it counted."""
+
+    files: list[Any]  # pyiceberg DataFile
+    stats: BatchStats
+
+
+class ClickTask:
+    """The worker of one standing task: its consumer, and the dimensions and table metadata last sent."""
+
+    def __init__(self, bootstrap: str, fetch_wait_ms: int):
+        self.reader = RangeReader(bootstrap, fetch_wait_ms)
+        self.dimensions: Dimensions | None = None
+        self.metadata: Any = None
+        self.io: Any = None
+
+    def __call__(self, work: ClickWork) -> ClickShare | None:
+        """Do ``work``; ``None`` when its records carry fields the table has no column for (the driver then writes
+        the batch as an evolving batch: schema change and rows in one commit)."""
+        if work.dimensions is not None:
+            self.dimensions = work.dimensions
+        if work.table is not None:
+            self.metadata = work.table[0]
+            self.io = load_file_io(work.table[1], self.metadata.location)
+        assert self.dimensions is not None and self.metadata is not None, "the driver sends both with the first work"
+        began = time.perf_counter()
+        raw = self.reader.read(work.ranges)
+        fetched = time.perf_counter()
+        stats = BatchStats(task_seconds={"fetch": fetched - began})
+        if raw.num_rows == 0:
+            return ClickShare([], stats)
+        parsed, changes, _ = evolving_batch.parse([raw], work.shape, work.limits, self.dimensions)
+        if changes:
+            return None
+        for part in parsed:
+            stats.merge(count_batch(part, work.planned_at_ms))
+        transformed = time.perf_counter()
+        rows = evolving_batch.click_rows(pa.Table.from_batches(parsed), work.shape, work.ingest_time)
+        files = list(data_files_of(self.metadata, rows, self.io)) if rows.num_rows else []
+        stats.task_seconds.update(transform=transformed - fetched, write=time.perf_counter() - transformed)
+        return ClickShare(files, stats)
+
+    def close(self) -> None:
+        self.reader.close()
