@@ -25,7 +25,6 @@ from confluent_kafka.admin import NewTopic
 from prometheus_client import REGISTRY
 
 from deploy.local.services.broker import admin_client
-from lab.bench.batch_breakdown import Breakdown, appends_to, breakdown, event_log_conf, event_log_file
 from lab.bench.freshness import clicks as clicks_freshness
 from lab.bench.process_cpu import (
     CpuMeter,
@@ -64,8 +63,8 @@ class IngestBenchResult:
     cpu_per_million: dict[str, float] = field(default_factory=dict)
     #: peak resident memory (MiB) of the driver, the JVM (driver and executor: local mode) and the Python workers
     peak_rss_mb: dict[str, float] = field(default_factory=dict)
-    #: with ``profile``: where a batch's time went (``lab.bench.batch_breakdown``)
-    breakdown: Breakdown | None = None
+    #: with ``profile``: where a batch's time went, mean seconds a batch by phase (``batch_phases``)
+    breakdown: dict[str, float] | None = None
 
     @property
     def ratio(self) -> float:
@@ -144,17 +143,14 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
         keep: bool = False, keys: str = "", profile: bool = False) -> IngestBenchResult:
     """The run on a topic and tables of its own, removed at the end unless ``keep`` (``lab.bench.scratch``);
     ``keys``: the events' key space (``loadgen.key_space``), e.g. the members and products `lakehouse load dims`
-    loaded into the source database; ``profile``: Spark's event log kept in ``out_dir`` and read for where a
-    batch's time went, the pipeline's CPU split by process."""
+    loaded into the source database; ``profile``: where a batch's time went (the job's own phase metrics), the
+    pipeline's CPU split by process."""
     tag = time.strftime("%Y%m%d%H%M%S")
     s = bench_settings(settings, tag)
     partitions = s.kafka.clicks_partitions
     admin = admin_client(s)
     admin.create_topics([NewTopic(s.kafka.clicks_topic, partitions, 1)])[s.kafka.clicks_topic].result()
-    events = out_dir / "spark-events"
-    if profile:
-        events.mkdir(parents=True, exist_ok=True)
-    spark = build_session(s, "lakehouse-bench-ingest", conf=event_log_conf(events) if profile else None)
+    spark = build_session(s, "lakehouse-bench-ingest")
     job = ClickIngestJob(spark, s)
     stop = threading.Event()
     loop = threading.Thread(target=run_loop, args=(job, s.pipeline.trigger_seconds, stop), daemon=True)
@@ -169,7 +165,7 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
         time.sleep(0.2)
     progress(f"warm; producing {rate:,.0f} events/s for {duration:.0f}s into {s.kafka.clicks_topic}")
     since_ms = int(time.time() * 1000)
-    python_before = _task_seconds()
+    phases_before = batch_phases()
     meter = _cpu_meter(spark, s, by_process=profile)
     meter.start()
     memory = _memory_meter(spark)
@@ -206,12 +202,8 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
     count = REGISTRY.get_sample_value("lakehouse_pipeline_batch_duration_seconds_count", {"pipeline": "clicks"}) or 0
     total = REGISTRY.get_sample_value("lakehouse_pipeline_batch_duration_seconds_sum", {"pipeline": "clicks"}) or 0
     mean = total / count if count else float("nan")
-    python_seconds = {k: v - python_before.get(k, 0.0) for k, v in _task_seconds().items()}
+    found = batch_phases(phases_before, s.catalog.clicks_table) if profile else None
     spark.stop()
-    found = None
-    if profile:
-        batches = appends_to(event_log_file(events), s.catalog.clicks_table, since_ms)
-        found = breakdown(batches, python_seconds, len(batches))
     ceiling = raw_ceiling(s, s.kafka.clicks_topic, partitions, out_dir)
     if not keep:
         discard(s, [s.catalog.clicks_table, s.catalog.dead_letter_table], [s.kafka.clicks_topic])
@@ -221,12 +213,37 @@ def run(settings: Settings, rate: float, duration: float, out_dir: Path, progres
                              per_million, peak_rss, found)
 
 
-def _task_seconds() -> dict[str, float]:
-    """The click job's Python task seconds by phase so far (``lakehouse_pipeline_task_phase_seconds``)."""
-    return {sample.labels["phase"]: sample.value
-            for family in REGISTRY.collect() if family.name == "lakehouse_pipeline_task_phase_seconds"
-            for sample in family.samples
-            if sample.name.endswith("_total") and sample.labels.get("pipeline") == "clicks"}
+def _sum_and_count(family: str, label: str, value: str) -> tuple[float, float]:
+    """A histogram's sum and count for one label value, from this process's registry."""
+    found = {sample.name.removeprefix(family): sample.value for metric in REGISTRY.collect() if metric.name == family
+             for sample in metric.samples if sample.labels.get(label) == value}
+    return found.get("_sum", 0.0), found.get("_count", 0.0)
+
+
+def batch_phases(before: dict[str, tuple[float, float]] | None = None, clicks_table: str = "") -> dict:
+    """Where the click job's batches spent their time, from its own metrics: without ``before``, the running
+    (sum, count) of each part; with it, the mean seconds a batch of each part since then.
+
+    Parts: ``plan`` and ``write`` (the tasks' work and the commit) of a batch, the ``commit`` alone, and
+    the standing tasks' ``fetch``, ``transform`` and ``write``, summed over the tasks of a batch.
+    """
+    now = {phase: _sum_and_count("lakehouse_pipeline_batch_phase_seconds", "phase", phase)
+           for phase in ("plan", "write")}
+    if clicks_table or before is None:
+        now["commit"] = _sum_and_count("lakehouse_pipeline_commit_duration_seconds", "table", clicks_table)
+    batches = now["write"][1]
+    for sample in (sample for metric in REGISTRY.collect() if metric.name == "lakehouse_pipeline_task_phase_seconds"
+                   for sample in metric.samples
+                   if sample.name.endswith("_total") and sample.labels.get("pipeline") == "clicks"):
+        now[f"tasks: {sample.labels['phase']}"] = (sample.value, batches)
+    if before is None:
+        return now
+    means = {}
+    for part, (total, count) in now.items():
+        was_total, was_count = before.get(part, (0.0, 0.0))
+        if count > was_count:
+            means[part] = (total - was_total) / (count - was_count)
+    return means
 
 
 def _memory_meter(spark) -> PeakRss:

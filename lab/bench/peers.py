@@ -118,16 +118,6 @@ def clicks_arrow(trigger_seconds: float) -> System:
                   "the click job without Spark", trigger_seconds)
 
 
-def clicks_standing(trigger_seconds: float) -> System:
-    """The click job's batches done by Spark tasks that stay up between batches (``lab.peers.clicks_standing``)."""
-    def start(s: Settings, topic: str, table: str, log: Path) -> subprocess.Popen:
-        s = _for(s, topic, table)
-        s.pipeline.trigger_seconds = trigger_seconds
-        return start_job_process(s, "clicks", log, module="lab.peers.clicks_standing")
-    return System(f"the click job in standing Spark tasks (lab/peers/clicks_standing.py, trigger {trigger_seconds:g} s)",
-                  start, "the click job in standing Spark tasks", trigger_seconds)
-
-
 def spark_structured_streaming(trigger_seconds: float) -> System:
     def start(s: Settings, topic: str, table: str, log: Path) -> subprocess.Popen:
         checkpoint = s.run_dir / "peers" / f"{table.replace('.', '_')}-checkpoint"

@@ -26,9 +26,9 @@ def ingest(
              "[,skew=S,unknown=U] (Zipf skew over products; a tenth unknown by default). Empty: the seed's keys.")]
         = "",
     profile: Annotated[bool, typer.Option(
-        help="Also keep Spark's event log of the run and print where a batch's time goes: query planning, waiting "
-             "for a core, the tasks (their Python phases: fetch, parse, enrich, hand-over; the JVM's rest), the "
-             "commit; and the pipeline's CPU by process. Set the trigger with LAKEHOUSE_PIPELINE__TRIGGER_SECONDS.")]
+        help="Also print where a batch's time goes, from the job's own metrics: planning, the standing tasks' "
+             "work (fetch, transform, write Parquet, summed over the tasks), the commit; and the pipeline's CPU by "
+             "process. Set the trigger with LAKEHOUSE_PIPELINE__TRIGGER_SECONDS.")]
         = False,
 ) -> None:
     """Sustained events/s and freshness p50/p95/p99 of the click pipeline, vs a Spark-less raw ceiling.
@@ -68,13 +68,8 @@ def ingest(
         *((f"peak memory (MiB): {part}", f"{mib:,.0f}") for part, mib in result.peak_rss_mb.items()),
     ])
     if result.breakdown is not None:
-        found = result.breakdown
-        print_figures(f"where a batch's time goes: {found.batches} batches (median / p95, s)", [
-            *((phase, f"{median:.3f} / {p95:.3f}") for phase, (median, p95) in found.phases.items()),
-            *((f"per batch (median): {name}", f"{value:,.3f}") for name, value in found.per_batch.items()),
-            *((f"per batch (mean), Python tasks: {phase}" + (" (tasks)" if phase == "new_worker" else " (s)"),
-               f"{seconds:.3f}") for phase, seconds in found.python_per_batch.items()),
-        ])
+        print_figures("where a batch's time goes (mean s a batch; the tasks' parts summed over its tasks)", [
+            (part, f"{seconds:.3f}") for part, seconds in result.breakdown.items()])
     console.print(f"saved {save(result, out)}")
     if record:
         from lab.bench.record import ingest_figures

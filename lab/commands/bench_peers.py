@@ -30,10 +30,6 @@ def peers(
     arrow_triggers: Annotated[str, typer.Option(
         help="Also run the click job's work without Spark (lab/peers/clicks_arrow.py: read, parse, enrich and "
              "commit on one Python process) at these micro-batch intervals in seconds.")] = "",
-    standing_triggers: Annotated[str, typer.Option(
-        help="Also run the click job's batches in Spark tasks that stay up between batches (lab/peers/"
-             "clicks_standing.py: the driver plans and commits, the tasks read, parse, enrich and write Parquet) "
-             "at these micro-batch intervals in seconds.")] = "",
     keep: Annotated[bool, typer.Option(help="Keep each run's topic and table (to look at them after).")] = False,
 ) -> None:
     """The same workload through each system, one after another on the local stack: freshness p50/p95/p99,
@@ -53,7 +49,6 @@ def peers(
         best_line,
         best_of,
         clicks_arrow,
-        clicks_standing,
         flink,
         result_line,
         run,
@@ -66,7 +61,6 @@ def peers(
     systems = ([this_pipeline()] if pipeline else []) + [
         this_pipeline(float(t)) for t in pipeline_triggers.split(",") if t.strip()] + [
         clicks_arrow(float(t)) for t in arrow_triggers.split(",") if t.strip()] + [
-        clicks_standing(float(t)) for t in standing_triggers.split(",") if t.strip()] + [
         spark_structured_streaming(float(t)) for t in spark_triggers.split(",") if t.strip()] + [
         flink(float(c)) for c in flink_checkpoints.split(",") if c.strip()]
     with friendly_errors():

@@ -25,7 +25,6 @@ import logging
 import time
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lab.peers.clicks_arrow_tables import ensure_clicks_tables
 from lakehouse.catalog import pyiceberg_catalog
@@ -34,6 +33,7 @@ from pipeline import metrics
 from pipeline.cdc.dimension_tables import ensure_dimension_tables
 from pipeline.clicks import evolving_batch
 from pipeline.clicks.batch_stats import BatchStats, count_batch, observe_latency
+from pipeline.clicks.dead_letters import dead_letter_rows
 from pipeline.clicks.evolution import ARROW_TYPES, Shape
 from pipeline.clicks.validate import RESERVED_NAMES, Limits, parse_batch, parsed_schema
 from pipeline.dimensions import DimensionCache
@@ -42,33 +42,11 @@ from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
 from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.range_reader import RangeReader
 from pipeline.kafka_source.stream import KafkaStream
-from pipeline.lake_writer.catalog_tables import commit_attempts, newest_summary_with
+from pipeline.lake_writer.catalog_tables import commit_attempts, commit_once, newest_summary_with
 from pipeline.lake_writer.pyiceberg_internals import CachedTransaction
 from pipeline.tables import CLICKS_FIXED_COLUMNS, DEAD_DONE_PROPERTY
 
 log = logging.getLogger(__name__)
-
-TIMESTAMP = pa.timestamp("us", tz="UTC")
-
-
-def dead_letter_rows(parsed: pa.Table, committed: kafka_offsets.Offsets, now: dt.datetime) -> pa.Table:
-    """The batch's invalid records as dead-letter rows, but for those at positions the table already holds."""
-    bad = parsed.filter(pc.is_valid(parsed["error"]))
-    keep = [offset >= committed.get(topic, {}).get(part, 0) for topic, part, offset in
-            zip(*(bad[c].to_pylist() for c in ("topic", "partition", "offset")), strict=True)]
-    bad = bad.filter(pa.array(keep, pa.bool_()))
-    errors = bad["error"]
-    return pa.table({
-        "raw": bad["value"],
-        "error_kind": pa.array([e.split(":")[0] for e in errors.to_pylist()], pa.string()),
-        "error": errors,
-        "kafka_topic": bad["topic"],
-        "kafka_partition": bad["partition"],
-        "kafka_offset": bad["offset"],
-        "produced_at": pc.multiply(bad["timestamp_ms"], 1000).cast(pa.int64()).cast(TIMESTAMP),
-        "ingest_time": pa.array([now] * bad.num_rows, TIMESTAMP),
-    })
-
 
 class ArrowClickJob(KafkaBatchJob):
     """The click job on one Python process (module docstring); ``spark`` is accepted, unused, as by every job."""
@@ -187,19 +165,10 @@ class ArrowClickJob(KafkaBatchJob):
         self._commit_once(stage, end)
 
     def _commit_once(self, stage, end: kafka_offsets.Offsets) -> None:
-        """One click-table commit of what ``stage`` puts in a transaction; a retry first checks the last try did not
-        land (its offsets are the table's)."""
+        """One click-table commit of what ``stage`` puts in a transaction (``commit_once``)."""
         began = time.monotonic()
-        for attempt in commit_attempts():
-            with attempt:
-                if attempt.retry_state.attempt_number > 1:
-                    self.clicks = self.catalog.load_table(self.clicks_table)
-                    landed = newest_summary_with(self.clicks, kafka_offsets.OFFSETS_PROPERTY)
-                    if kafka_offsets.position_of(landed).offsets == end:
-                        log.warning("%s: the commit that failed had landed (its offsets are the table's)", self.name)
-                        break
-                with CachedTransaction(self.clicks) as tx:
-                    stage(tx)
+        self.clicks = commit_once(self.catalog, self.clicks, stage, lambda table: kafka_offsets.position_of(
+            newest_summary_with(table, kafka_offsets.OFFSETS_PROPERTY)).offsets == end, self.name)
         metrics.COMMIT_SECONDS.labels(self.clicks_table).observe(time.monotonic() - began)
         metrics.LAST_COMMIT.labels(self.clicks_table).set(time.time())
 

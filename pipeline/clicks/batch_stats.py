@@ -1,10 +1,8 @@
-"""What a batch's parse tasks saw, counted where they run and summed on the driver.
+"""What a batch's tasks saw, counted where they run and summed on the driver.
 
 The counts (valid events, dead letters, and the age of each valid event in 100 ms steps
-when its batch was planned) travel back with the task results in a Spark accumulator.
-Counting them with a Spark job of their own would cost a cached copy of the batch and a
-group-by every batch (docs/performance.md). A task run twice (a retry) may count twice, so
-the counts feed metrics only.
+when its batch was planned) travel back with each standing task's answer
+(``pipeline.clicks.task``) and feed metrics only.
 
 The dead letters themselves travel back too, keyed by their Kafka position (so a retried
 task adds nothing twice), up to ``CARRY_BYTES`` in all: the dead-letter commit then needs
@@ -20,7 +18,6 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark import AccumulatorParam
 
 from pipeline import metrics
 
@@ -40,8 +37,8 @@ class BatchStats:
     bad: BadRecords = field(default_factory=dict)
     bad_bytes: int = 0
     overflow: bool = False  # more dead letters than are carried: ``bad`` is empty, read them from Kafka
-    #: seconds the batch's Python tasks spent in each phase, summed over its tasks (``KafkaStream.frame``'s
-    #: phases, the parse and the enrichment), and ``new_worker``: how many tasks ran in a freshly forked worker
+    #: seconds the batch's tasks spent in each phase, summed over its tasks (``pipeline.clicks.task``: fetch,
+    #: transform, write)
     task_seconds: dict[str, float] = field(default_factory=dict)
 
     def merge(self, other: BatchStats) -> BatchStats:
@@ -75,14 +72,6 @@ def count_batch(parsed: pa.RecordBatch, planned_at_ms: int) -> BatchStats:
             stats.bad = {(t, p, o): (v, e, ts) for t, p, o, v, e, ts in zip(*(c.to_pylist() for c in bad.columns),
                                                                              strict=True)}
     return stats
-
-
-class BatchStatsParam(AccumulatorParam):
-    def zero(self, value: BatchStats) -> BatchStats:
-        return BatchStats()
-
-    def addInPlace(self, value1: BatchStats, value2: BatchStats) -> BatchStats:  # noqa: N802 - Spark's name
-        return value1.merge(value2)
 
 
 def observe_latency(table: str, ages, commit_delay_ms: int) -> None:

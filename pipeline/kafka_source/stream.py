@@ -6,7 +6,8 @@
 - ``latest_offset``: each partition's last stable offset from there, capped per partition (``Planner``);
 - ``partitions``: a batch's ranges cut into one ``RangePartition`` a core (``ranges.balance``);
 - ``read``: a partition's records, exactly ``[start, end)`` of each range, as Arrow record batches, in a
-  Spark task (``PartitionReader.read``);
+  Spark task (``PartitionReader.read``: a consumer a read, for the CDC apply's tasks of one batch;
+  ``range_reader.RangeReader``: one consumer kept, for the click job's standing tasks);
 - ``commit``: the end offsets as the snapshot-summary entries of the commit that writes the rows.
 
 It is not registered as a Spark streaming source (``spark.readStream.format``): Spark's streaming engine
@@ -18,8 +19,7 @@ in the driver's own process.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,13 +30,8 @@ from pipeline.kafka_source.ranges import OffsetRange, Offsets, balance
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
     from lakehouse.settings import Settings
-
-#: what a job's tasks do with each Arrow batch they read (the click job: validate, enrich, stamp)
-Transform = Callable[["pa.RecordBatch"], "pa.RecordBatch"]
 
 
 @dataclass(frozen=True)
@@ -98,20 +93,6 @@ class KafkaStream:
         """The ranges cut into at most ``tasks`` partitions of near-equal record counts."""
         return [RangePartition(tuple(group)) for group in balance(list(ranges), tasks)]
 
-    def frame(self, spark: SparkSession, ranges: Sequence[OffsetRange], schema: StructType,
-              transform: Transform | None = None, timings: Callable[[dict[str, float]], None] | None = None
-              ) -> DataFrame:
-        """The records at ``ranges`` (transformed into ``schema``'s columns) as a DataFrame, one task a partition.
-
-        The tasks come from ``spark.range`` with one row a partition, and each task looks its partition up by
-        that row's index: planning ships no rows through Python and adds no shuffle (a
-        ``createDataFrame(...).repartition`` of the ranges cost an extra stage every micro-batch).
-        ``timings``: see ``_task_reader``.
-        """
-        parts = self.partitions(ranges, spark.sparkContext.defaultParallelism)
-        tasks = spark.range(0, len(parts), 1, numPartitions=max(1, len(parts)))
-        return tasks.mapInArrow(_task_reader(self.reader, parts, transform, timings), schema)
-
     def ranges_since(self, start: Offsets, end: Position) -> list[OffsetRange]:
         """The records from ``start`` up to ``end`` in the topics' current logs: a batch read again after a restart."""
         return self.planner.ranges_since(start, end.offsets, end.topic_ids)
@@ -122,51 +103,3 @@ class KafkaStream:
 
     def close(self) -> None:
         self.planner.close()
-
-
-#: tasks this Python worker process has run a read for (0 in a worker that was just forked)
-_tasks_run = 0
-
-
-def _first_task_here() -> bool:
-    """True for the first read task of this Python worker process (a freshly forked worker), then False.
-
-    Module-level, so a task's pickled closure calls this module's function, whose counter lives as long
-    as the worker process; a global read by the closure itself would come unpickled afresh every task.
-    """
-    global _tasks_run
-    _tasks_run += 1
-    return _tasks_run == 1
-
-
-def _task_reader(reader: PartitionReader, parts: list[RangePartition], transform: Transform | None,
-                 timings: Callable[[dict[str, float]], None] | None
-                 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function ``mapInArrow`` runs over ``spark.range(len(parts))``: partition indexes in, the (transformed)
-    records of each partition out.
-
-    ``timings``, if given, receives once a task where its Python time went, in seconds: ``fetch`` (Kafka to
-    Arrow), ``transform``, ``hand_over`` (from handing a batch to Spark until Spark asks for the next: its
-    serialisation to the JVM) and ``new_worker`` (1 when the task ran in a freshly forked Python worker).
-    """
-    def run(indexes: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        spent = {"fetch": 0.0, "transform": 0.0, "hand_over": 0.0, "new_worker": float(_first_task_here())}
-        for batch in indexes:
-            for i in batch.column(0).to_pylist():
-                records = reader.read(parts[i])
-                while True:
-                    began = time.perf_counter()
-                    raw = next(records, None)
-                    fetched = time.perf_counter()
-                    spent["fetch"] += fetched - began
-                    if raw is None:
-                        break
-                    out = transform(raw) if transform else raw
-                    handed = time.perf_counter()
-                    spent["transform"] += handed - fetched
-                    yield out
-                    spent["hand_over"] += time.perf_counter() - handed
-        if timings is not None:
-            timings(spent)
-
-    return run

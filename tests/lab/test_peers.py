@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from deploy.local.services.mariadb import connect
-from lab.bench.peers import clicks_standing, flink, run_one, spark_structured_streaming
+from lab.bench.peers import flink, run_one, spark_structured_streaming, this_pipeline
 from lab.bench.scratch import discard
 from lakehouse.catalog import pyiceberg_catalog
 from pipeline.cdc.dimension_tables import ensure_dimension_tables
@@ -46,8 +46,8 @@ def lake_dims(settings, spark):
     discard(s, [s.catalog.products_table, s.catalog.members_table], [])
 
 
-@pytest.mark.parametrize("system", [flink(1.0), spark_structured_streaming(1.0), clicks_standing(0.5)],
-                         ids=["flink", "spark", "standing"])
+@pytest.mark.parametrize("system", [flink(1.0), spark_structured_streaming(1.0), this_pipeline(0.5)],
+                         ids=["flink", "spark", "pipeline"])
 def test_a_peer_writes_every_event_once_enriched_from_the_shop(lake_dims, system):
     settings = lake_dims
     result = run_one(settings, system, rate=500, duration=4, keep=True)
