@@ -7,7 +7,6 @@ from __future__ import annotations
 import pickle
 
 import pyarrow as pa
-from pyspark.sql.pandas.types import from_arrow_schema
 
 from pipeline.kafka_source.fetch import RAW_SCHEMA
 from pipeline.kafka_source.ranges import next_offsets
@@ -57,18 +56,3 @@ def test_the_roles_read_every_record_once_across_batches_and_resume_from_the_com
     assert len(seen) == len(set((p, o) for p, o, _ in seen)) == 300, "every record once"
     values = sorted(v for _, _, v in seen)
     assert len(set(values)) == 300
-
-
-def test_the_frame_reads_the_ranges_in_spark_tasks(spark, click_settings, producer):
-    topic = click_settings.kafka.clicks_topic
-    producer.send(120)
-    stream = KafkaStream.from_settings(click_settings, [topic])
-    try:
-        ranges, _ = stream.latest_offset(stream.initial_offset({}))
-        frame = stream.frame(spark, ranges, from_arrow_schema(RAW_SCHEMA))
-        rows = frame.select("partition", "offset").collect()
-        assert frame.rdd.getNumPartitions() == len(stream.partitions(ranges, spark.sparkContext.defaultParallelism))
-    finally:
-        stream.close()
-    assert sorted((r.partition, r.offset) for r in rows) == sorted(
-        (r.partition, o) for r in ranges for o in range(r.start, r.end))
