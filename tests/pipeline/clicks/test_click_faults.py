@@ -78,3 +78,45 @@ def test_broker_restart_mid_run_recovers_by_itself(stack, spark, click_settings,
     ids = event_ids(spark, table)
     assert len(ids) == len(set(ids)) == 2000
     assert set(ids) == set(producer.sent.valid)
+
+
+def _standing_workers() -> list:
+    """The Python workers Spark forked for this process's tasks (children of its Python worker daemon)."""
+    import psutil
+
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            parent = process.parent()
+            if parent is not None and "python_daemon" in " ".join(parent.cmdline()):
+                found.append(process)
+        except psutil.Error:  # ended meanwhile
+            continue
+    return found
+
+
+def test_a_standing_task_killed_mid_run_is_started_again_and_loses_nothing(spark, click_settings, producer):
+    """kill -9 of the standing tasks' Python workers: the batch fails, recovery starts new tasks, every event once."""
+    job = ClickIngestJob(spark, click_settings)
+    stop = threading.Event()
+    runner = threading.Thread(target=run_loop, args=(job, 0.5, stop))
+    runner.start()
+    table = click_settings.catalog.clicks_table
+    try:
+        producer.send(1000)
+        wait_for(lambda: len(event_ids(spark, table)) >= 1000, 120, "first events")
+        first = job.tasks
+        workers = _standing_workers()
+        assert len(workers) >= click_settings.pipeline.click_tasks, workers
+        for worker in workers:
+            worker.kill()
+        producer.send(1000)
+        wait_for(lambda: len(event_ids(spark, table)) >= 2000, 180, "events after the tasks were killed")
+        assert job.tasks is not first, "the job started new standing tasks"
+    finally:
+        stop.set()
+        runner.join(120)
+        job.close()
+    ids = event_ids(spark, table)
+    assert len(ids) == len(set(ids)) == 2000
+    assert set(ids) == set(producer.sent.valid)
