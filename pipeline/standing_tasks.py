@@ -12,7 +12,9 @@ then answers every message the driver sends with ``worker(message)`` until the d
 A task that raises answers with the error (the driver raises ``StandingTaskError`` with the
 task's traceback); a task that dies, or does not answer within ``answer_seconds``, ends the
 batch with a ``TransientError``. In either case the job's ``recover()`` closes these tasks
-(cancelling their Spark job) and starts new ones, which begin from nothing kept.
+(cancelling their Spark job) and starts new ones, which begin from nothing kept. A task
+that Spark retries after the tasks started (cluster mode) finds no one accepting: it waits,
+holding its slot, until that recovery cancels the job.
 
 The tasks hold their slots while they wait for work: an application that runs other jobs
 beside them needs slots for those too (``spark_session``: local mode adds the standing
@@ -21,14 +23,17 @@ tasks' slots to the cores'; Kubernetes gives the executors two slots each).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import multiprocessing
 import secrets
+import socket
 import threading
 import time
 import traceback
 from collections.abc import Callable
-from multiprocessing.connection import Client, Connection, Listener
-from typing import Any
+from multiprocessing.connection import Client, Connection, Listener, wait
+from typing import Any, cast
 
 from lakehouse.errors import TransientError
 
@@ -117,64 +122,84 @@ class StandingTasks:
     def _connect(self) -> None:
         """Accept every task's connection and wait until each worker is built."""
         deadline = time.monotonic() + CONNECT_SECONDS
+        lock = threading.Lock()
+        done = threading.Event()
 
         def accept() -> None:
-            while len(self._connections) < self.count:
-                conn = self._listener.accept()
-                index = conn.recv()
-                if index in self._connections:  # a retried task: its first attempt is gone
-                    self._connections[index].close()
-                self._connections[index] = conn
+            while not done.is_set() and len(self._connections) < self.count:
+                try:
+                    conn = self._listener.accept()
+                    index = conn.recv()
+                except (OSError, EOFError, multiprocessing.AuthenticationError):
+                    continue  # closing: the wake-up below; or a stranger
+                with lock:
+                    if done.is_set():
+                        conn.close()
+                        return
+                    if index in self._connections:  # a retried task: its first attempt is gone
+                        self._connections[index].close()
+                    self._connections[index] = conn
 
         accepting = threading.Thread(target=accept, name=f"{self.name}-standing-accept", daemon=True)
         accepting.start()
         while accepting.is_alive() and self._job.is_alive() and time.monotonic() < deadline:
             accepting.join(0.2)
-        if len(self._connections) < self.count:
+        with lock:
+            done.set()
+            connected = len(self._connections)
+        if accepting.is_alive():  # wake the accept() it waits in, so the thread ends with the listener
+            with contextlib.suppress(OSError):
+                socket.create_connection(self._listener.address, timeout=1).close()
+            accepting.join(5)
+        if connected < self.count:
             raise TransientError(
-                f"{self.name}: {len(self._connections)} of {self.count} standing Spark tasks connected within "
+                f"{self.name}: {connected} of {self.count} standing Spark tasks connected within "
                 f"{CONNECT_SECONDS:.0f}s ({self._failure or 'no task failed'}); the application needs a free task "
                 "slot for each (pipeline.click_tasks; docs/performance.md)")
-        for index, conn in self._connections.items():
-            self._answer(index, conn, max(1.0, deadline - time.monotonic()))
+        self._collect(dict.fromkeys(self._connections, 0), deadline)
 
     def run(self, messages: dict[int, Any]) -> dict[int, Any]:
-        """Send each task its message, then collect every task's answer."""
+        """Send each task its message, then collect every task's answer (``answer_seconds`` for them all)."""
         try:
             for index, message in messages.items():
                 self._connections[index].send(message)
         except OSError as exc:
             raise TransientError(f"{self.name}: a standing task is gone ({exc}; {self._failure})") from exc
-        return {index: self._answer(index, self._connections[index], self.answer_seconds) for index in messages}
+        return self._collect(messages, time.monotonic() + self.answer_seconds)
 
-    def _answer(self, index: int, conn: Connection, seconds: float) -> Any:
-        """Task ``index``'s answer, waited for while its Spark job lives, for ``seconds`` at most."""
-        deadline = time.monotonic() + seconds
-        try:
-            while not conn.poll(0.2):
-                if not self._job.is_alive():
-                    raise TransientError(f"{self.name}: the standing tasks' Spark job ended ({self._failure})")
-                if time.monotonic() > deadline:
-                    raise TransientError(f"{self.name}: standing task {index} did not answer within {seconds:.0f}s")
-            status, answer = conn.recv()
-        except (EOFError, OSError) as exc:
-            raise TransientError(f"{self.name}: standing task {index} is gone ({exc}; {self._failure})") from exc
-        if status == "error":
-            log.error("%s: standing task %d failed:\n%s", self.name, index, answer)
-            raise StandingTaskError(f"{self.name}: standing task {index} failed: {answer.strip().splitlines()[-1]}")
-        return answer
+    def _collect(self, messages: dict[int, Any], deadline: float) -> dict[int, Any]:
+        """Each task's answer to its message, as they come, while the tasks' Spark job lives, until ``deadline``."""
+        waiting = {self._connections[index]: index for index in messages}
+        answers: dict[int, Any] = {}
+        while waiting:
+            for ready in wait(list(waiting), timeout=0.2):
+                conn = cast(Connection, ready)
+                index = waiting.pop(conn)
+                try:
+                    status, answer = conn.recv()
+                except (EOFError, OSError) as exc:
+                    raise TransientError(f"{self.name}: standing task {index} is gone ({exc}; {self._failure})") from exc
+                if status == "error":
+                    log.error("%s: standing task %d failed:\n%s", self.name, index, answer)
+                    raise StandingTaskError(
+                        f"{self.name}: standing task {index} failed: {answer.strip().splitlines()[-1]}")
+                answers[index] = answer
+            if waiting and not self._job.is_alive():
+                raise TransientError(f"{self.name}: the standing tasks' Spark job ended ({self._failure})")
+            if waiting and time.monotonic() > deadline:
+                raise TransientError(f"{self.name}: standing tasks {sorted(waiting.values())} did not answer in time")
+        return answers
 
     def close(self) -> None:
         """Tell every task to stop, then end their Spark job (cancelled if a task does not stop)."""
-        for conn in self._connections.values():
-            try:
+        connections = list(self._connections.values())
+        for conn in connections:
+            with contextlib.suppress(OSError):
                 conn.send(None)
-            except OSError:
-                pass
         self._job.join(10)
         if self._job.is_alive():
             self._sc.cancelJobGroup(self._group)
             self._job.join(30)
-        for conn in self._connections.values():
+        for conn in connections:
             conn.close()
         self._listener.close()

@@ -30,6 +30,7 @@ import logging
 import time
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.table import Table
 
 from lakehouse.catalog import pyiceberg_catalog
@@ -102,15 +103,16 @@ class ClickIngestJob(KafkaBatchJob):
         # Written by the next batch before anything else: if that fails, the batch fails and comes back here.
         self._dead_letters_done: kafka_offsets.Offsets | None = (
             kafka_offsets.decode(done) if done is not None else self.committed)
-        self._start_tasks()
-
-    def _start_tasks(self) -> None:
-        if self.tasks is not None:
+        if self.tasks is not None:  # new ones start with the next batch: none survives a failure
             self.tasks.close()
             self.tasks = None
+
+    def _start_tasks(self) -> StandingTasks:
+        """The standing tasks, started by the first batch after a start or a recovery (a failure to start is the
+        batch's, which the runner retries)."""
         kafka = self.settings.kafka
         self._sent = {}
-        self.tasks = StandingTasks(self.spark, self.settings.pipeline.click_tasks,
+        return StandingTasks(self.spark, self.settings.pipeline.click_tasks,
                                    functools.partial(ClickTask, kafka.bootstrap, kafka.fetch_wait_max_ms), self.name,
                                    driver_address(self.spark, self.settings.metrics.host))
 
@@ -175,7 +177,8 @@ class ClickIngestJob(KafkaBatchJob):
 
     def _run_tasks(self, batch: Batch, now: dt.datetime, planned_at_ms: int) -> list[ClickShare] | None:
         """Each task's share of the batch; ``None`` when a task found fields the table has no column for."""
-        assert self.tasks is not None
+        if self.tasks is None:
+            self.tasks = self._start_tasks()
         dims = self.dimensions.current().value
         table_key = (self.clicks.metadata.current_schema_id, self.clicks.metadata.default_spec_id)
         messages = {}
@@ -249,12 +252,14 @@ class ClickIngestJob(KafkaBatchJob):
                                   dt.datetime.now(dt.timezone.utc))
 
     def _read_again(self, ranges: list[OffsetRange]) -> pa.Table:
-        """The records of ``ranges`` read and parsed on the driver (the dead letters of a batch read again)."""
+        """The invalid records of ``ranges``, read and parsed again on the driver (a batch's dead letters when they
+        were not carried back); only those are kept, read by read."""
         kafka = self.settings.kafka
         return pa.Table.from_batches([  # none at all if the ranges hold no data records (only markers)
-            parse_batch(raw, self.limits, shape=self.shape) for r in ranges
+            parsed.filter(pc.is_valid(parsed["error"])) for r in ranges
             for raw in read_range(kafka.bootstrap, r.topic, r.partition, r.start, r.end,
-                                  fetch_wait_ms=kafka.fetch_wait_max_ms)], schema=parsed_schema(self.shape))
+                                  fetch_wait_ms=kafka.fetch_wait_max_ms)
+            for parsed in (parse_batch(raw, self.limits, shape=self.shape),)], schema=parsed_schema(self.shape))
 
     def _write_dead_letters(self, work: list[OffsetRange], target: kafka_offsets.Offsets,
                             topic_ids: dict[str, str], counted: BatchStats, now: dt.datetime) -> None:

@@ -6,7 +6,9 @@ ranges, the table's shape and, when they changed, the dimension snapshot and the
 table's metadata. The task reads the ranges with the consumer it keeps (``RangeReader``),
 parses and enriches them (``evolving_batch.parse``), writes the valid rows as Parquet data
 files of the click table in its write order, and answers with the files and the batch's
-counts (dead letters carried back in ``BatchStats``). It commits nothing: the driver commits
+counts (dead letters carried back in ``BatchStats``). A large share (a backlog after a stop)
+is done in turns of at most ``TURN_RECORDS`` records, so a task's memory holds one turn, not
+the whole share. It commits nothing: the driver commits
 every task's files with the batch's end offsets in one snapshot, so files of a batch that
 fails are never part of the table (maintenance removes them as orphans).
 """
@@ -27,8 +29,11 @@ from pipeline.clicks.evolution import Shape
 from pipeline.clicks.validate import Limits
 from pipeline.dimensions import Dimensions
 from pipeline.kafka_source.range_reader import RangeReader
-from pipeline.kafka_source.ranges import OffsetRange
+from pipeline.kafka_source.ranges import OffsetRange, pieces
 from pipeline.lake_writer.pyiceberg_internals import data_files_of
+
+#: records a task reads, parses and writes at once: a larger share is done in turns of this many
+TURN_RECORDS = 100_000
 
 
 @dataclass(frozen=True)
@@ -70,21 +75,28 @@ class ClickTask:
             self.metadata = work.table[0]
             self.io = load_file_io(work.table[1], self.metadata.location)
         assert self.dimensions is not None and self.metadata is not None, "the driver sends both with the first work"
-        began = time.perf_counter()
-        raw = self.reader.read(work.ranges)
-        fetched = time.perf_counter()
-        stats = BatchStats(task_seconds={"fetch": fetched - began})
-        if raw.num_rows == 0:
-            return ClickShare([], stats)
-        parsed, changes, _ = evolving_batch.parse([raw], work.shape, work.limits, self.dimensions)
-        if changes:
-            return None
-        for part in parsed:
-            stats.merge(count_batch(part, work.planned_at_ms))
-        transformed = time.perf_counter()
-        rows = evolving_batch.click_rows(pa.Table.from_batches(parsed), work.shape, work.ingest_time)
-        files = list(data_files_of(self.metadata, rows, self.io)) if rows.num_rows else []
-        stats.task_seconds.update(transform=transformed - fetched, write=time.perf_counter() - transformed)
+        stats = BatchStats()
+        files: list = []
+        spent = {"fetch": 0.0, "transform": 0.0, "write": 0.0}
+        for turn in pieces(work.ranges, TURN_RECORDS):
+            began = time.perf_counter()
+            raw = self.reader.read(turn)
+            fetched = time.perf_counter()
+            spent["fetch"] += fetched - began
+            if raw.num_rows == 0:
+                continue
+            parsed, changes, _ = evolving_batch.parse([raw], work.shape, work.limits, self.dimensions)
+            if changes:
+                return None
+            for part in parsed:
+                stats.merge(count_batch(part, work.planned_at_ms))
+            transformed = time.perf_counter()
+            rows = evolving_batch.click_rows(pa.Table.from_batches(parsed), work.shape, work.ingest_time)
+            if rows.num_rows:
+                files.extend(data_files_of(self.metadata, rows, self.io))
+            spent["transform"] += transformed - fetched
+            spent["write"] += time.perf_counter() - transformed
+        stats.task_seconds.update(spent)
         return ClickShare(files, stats)
 
     def close(self) -> None:

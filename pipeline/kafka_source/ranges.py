@@ -55,3 +55,14 @@ def balance(ranges: list[OffsetRange], tasks: int, min_task_records: int = 5000)
             start += take
             room -= take
     return groups
+
+
+def pieces(ranges: list[OffsetRange], most: int) -> list[list[OffsetRange]]:
+    """The ranges read in turns of at most ``most`` records: turn i holds the i-th slice of every range, so each
+    turn starts where the one before ended, on every partition (a kept consumer just goes on)."""
+    total = sum(r.size for r in ranges)
+    turns = max(1, -(-total // most))
+    if turns == 1:
+        return [list(ranges)]
+    return [[OffsetRange(r.topic, r.partition, r.start + r.size * i // turns, r.start + r.size * (i + 1) // turns)
+             for r in ranges] for i in range(turns)]

@@ -52,9 +52,9 @@ def test_every_batch_runs_in_the_same_standing_spark_tasks(spark, click_settings
     tracker = spark.sparkContext.statusTracker()
     job = ClickIngestJob(spark, click_settings)
     try:
-        group = job.tasks._group
         producer.send(300)
-        batches = drain(job)
+        batches = drain(job)  # the first batch starts the tasks
+        group = job.tasks._group
         for _ in range(3):
             time.sleep(0.01)  # each batch a later ingest time
             producer.send(300)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.kafka_source.batch_job import Batch
-from pipeline.kafka_source.ranges import OffsetRange, balance
+from pipeline.kafka_source.ranges import OffsetRange, balance, pieces
 
 
 def _covered(groups):
@@ -43,3 +43,17 @@ def test_a_batch_resumes_where_it_ends_and_reads_only_ranges_with_records():
     assert batch.work == [ranges[0], ranges[2]]
     assert batch.start == {"clicks": {0: 10, 1: 7}, "orders": {0: 0}}
     assert batch.end == {"clicks": {0: 25, 1: 7}, "orders": {0: 3}}  # an empty partition stays where it was
+
+
+@pytest.mark.parametrize(("sizes", "most"), [([250_000, 0, 90_001], 100_000), ([10, 20], 100_000), ([7, 7, 7], 5)])
+def test_turns_cover_every_offset_once_each_starting_where_the_last_ended(sizes, most):
+    ranges = [OffsetRange("t", p, 1_000, 1_000 + n) for p, n in enumerate(sizes)]
+    turns = pieces(ranges, most)
+    assert len(turns) == max(1, -(-sum(sizes) // most))
+    for turn in turns:
+        assert sum(r.size for r in turn) <= most + len(ranges)  # a slice per range, rounded
+        assert [r.partition for r in turn] == [r.partition for r in ranges]
+    for before, after in zip(turns, turns[1:], strict=False):
+        assert [r.end for r in before] == [r.start for r in after], "each turn goes on where the last ended"
+    assert [t.start for t in turns[0]] == [r.start for r in ranges]
+    assert [t.end for t in turns[-1]] == [r.end for r in ranges]
