@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 from lab import headline
@@ -37,6 +38,9 @@ def test_the_latest_run_is_quoted_with_its_goal_and_the_range_since_the_design_c
 
 def test_the_readme_block_is_rewritten_and_a_hand_edit_is_caught(tmp_path, monkeypatch):
     monkeypatch.setattr(headline, "SINCE", SINCE)
+    # every figure measured since the test's design (the real blocks name later changes for some paths)
+    monkeypatch.setattr(headline, "README_BLOCK", dataclasses.replace(
+        headline.README_BLOCK, headlines=tuple(dataclasses.replace(h, since=None) for h in headline.HEADLINES)))
     benchmarks = _benchmarks(tmp_path)
     readme = tmp_path / "README.md"
     readme.write_text(f"# project\n\n{headline.BEGIN}\nold figures\n{headline.END}\n\nmore text\n")
