@@ -59,7 +59,8 @@ def test_kill_minus_nine_at_random_moments_loses_and_duplicates_nothing(spark, c
     assert len(dead) == len(set(dead)) == len(producer.sent.bad)
 
 
-def test_broker_restart_mid_run_recovers_by_itself(stack, spark, click_settings, producer):
+def _through_a_fault(spark, click_settings, producer, fault, what: str) -> ClickIngestJob:
+    """The job in its loop: 1,000 events land, ``fault(job)``, 1,000 more land; every event exactly once."""
     job = ClickIngestJob(spark, click_settings)
     stop = threading.Event()
     runner = threading.Thread(target=run_loop, args=(job, 0.5, stop))
@@ -68,9 +69,9 @@ def test_broker_restart_mid_run_recovers_by_itself(stack, spark, click_settings,
     try:
         producer.send(1000)
         wait_for(lambda: len(event_ids(spark, table)) >= 1000, 120, "first events")
-        stack.restart("kafka")
+        fault(job)
         producer.send(1000)
-        wait_for(lambda: len(event_ids(spark, table)) >= 2000, 180, "events after the broker restart")
+        wait_for(lambda: len(event_ids(spark, table)) >= 2000, 180, f"events after {what}")
     finally:
         stop.set()
         runner.join(120)
@@ -78,6 +79,11 @@ def test_broker_restart_mid_run_recovers_by_itself(stack, spark, click_settings,
     ids = event_ids(spark, table)
     assert len(ids) == len(set(ids)) == 2000
     assert set(ids) == set(producer.sent.valid)
+    return job
+
+
+def test_broker_restart_mid_run_recovers_by_itself(stack, spark, click_settings, producer):
+    _through_a_fault(spark, click_settings, producer, lambda job: stack.restart("kafka"), "the broker restart")
 
 
 def _standing_workers() -> list:
@@ -97,26 +103,14 @@ def _standing_workers() -> list:
 
 def test_a_standing_task_killed_mid_run_is_started_again_and_loses_nothing(spark, click_settings, producer):
     """kill -9 of the standing tasks' Python workers: the batch fails, recovery starts new tasks, every event once."""
-    job = ClickIngestJob(spark, click_settings)
-    stop = threading.Event()
-    runner = threading.Thread(target=run_loop, args=(job, 0.5, stop))
-    runner.start()
-    table = click_settings.catalog.clicks_table
-    try:
-        producer.send(1000)
-        wait_for(lambda: len(event_ids(spark, table)) >= 1000, 120, "first events")
-        first = job.tasks
+    killed = []
+
+    def kill(job) -> None:
+        killed.append(job.tasks)
         workers = _standing_workers()
         assert len(workers) >= click_settings.pipeline.click_tasks, workers
         for worker in workers:
             worker.kill()
-        producer.send(1000)
-        wait_for(lambda: len(event_ids(spark, table)) >= 2000, 180, "events after the tasks were killed")
-        assert job.tasks is not first, "the job started new standing tasks"
-    finally:
-        stop.set()
-        runner.join(120)
-        job.close()
-    ids = event_ids(spark, table)
-    assert len(ids) == len(set(ids)) == 2000
-    assert set(ids) == set(producer.sent.valid)
+
+    job = _through_a_fault(spark, click_settings, producer, kill, "the tasks were killed")
+    assert job.tasks is not killed[0], "the job started new standing tasks"
