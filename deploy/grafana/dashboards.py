@@ -54,8 +54,8 @@ DASHBOARDS: dict[str, tuple[str, list[PanelSpec]]] = {
         PanelSpec("Click batch phases (mean)", "s", (
             q("sum by (phase) (rate(lakehouse_pipeline_batch_phase_seconds_sum[5m])) / "
               "sum by (phase) (rate(lakehouse_pipeline_batch_phase_seconds_count[5m]))", "{{phase}}"),)),
-        PanelSpec("Click batch: Python task seconds by phase (per batch, summed over tasks)", "s", (
-            q('sum by (phase) (rate(lakehouse_pipeline_task_phase_seconds_total{pipeline="clicks",phase!="new_worker"}'
+        PanelSpec("Click batch: standing tasks' seconds by phase (per batch, summed over tasks)", "s", (
+            q('sum by (phase) (rate(lakehouse_pipeline_task_phase_seconds_total{pipeline="clicks"}'
               '[5m])) / scalar(sum(rate(lakehouse_pipeline_batch_duration_seconds_count{pipeline="clicks"}[5m])))',
               "{{phase}}"),)),
         PanelSpec("Commit duration p95", "s", (
