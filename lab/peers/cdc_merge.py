@@ -172,7 +172,7 @@ class MergeApplyJob(KafkaBatchJob):
         transform = functools.partial(_counted_rows, topic=topic, key=target.key, columns=columns, schema=schema,
                                       counter=counted)
         ranges = [r for r in batch.work if r.topic == topic]
-        rows = self.stream.frame(session, ranges, from_arrow_schema(_row_schema(schema)), transform)
+        rows = _ranges_frame(self.stream, session, ranges, from_arrow_schema(_row_schema(schema)), transform)
         newest = _newest(rows, key_column)
         view = f"dims_changes_{target.table.replace('.', '_')}"
         newest.createOrReplaceTempView(view)
@@ -231,6 +231,22 @@ class CountsParam(AccumulatorParam):
 
     def addInPlace(self, value1: Counts, value2: Counts) -> Counts:
         return value1 + value2
+
+
+def _ranges_frame(stream: KafkaStream, spark: SparkSession, ranges: list, schema, transform) -> DataFrame:
+    """The records at ``ranges``, transformed into ``schema``'s columns, as a DataFrame of one task a partition:
+    a Spark job a batch, as Iceberg's standard path runs (``mapInArrow`` over ``spark.range``, each task
+    looking its partition up by its row's index)."""
+    parts = stream.partitions(ranges, spark.sparkContext.defaultParallelism)
+    reader = stream.reader
+
+    def run(indexes):
+        for batch in indexes:
+            for i in batch.column(0).to_pylist():
+                for raw in reader.read(parts[i]):
+                    yield transform(raw)
+
+    return spark.range(0, len(parts), 1, numPartitions=max(1, len(parts))).mapInArrow(run, schema)
 
 
 def _counted_rows(raw: pa.RecordBatch, topic: str, key: str, columns: dict[str, str], schema: pa.Schema,
