@@ -13,7 +13,7 @@ daemon turns the re-read into a no-op before forking workers. Spark runs this mo
 place of ``pyspark.daemon`` through ``spark.python.daemon.module`` (``pipeline.spark_session``);
 a zip added by a task (``--py-files``) still gets an importer of its own when first used.
 
-The daemon also imports the modules the pipeline's tasks unpickle (``pipeline.clicks.job``,
+The daemon also imports the modules the pipeline's tasks unpickle (``pipeline.clicks.task``,
 ``pipeline.cdc.apply`` and what they import: pyarrow, pyspark.sql, PyIceberg, DuckDB, the
 settings) before it forks, so a worker starts warm: otherwise each new worker pays the imports,
 in the first batch after a start and in the batch after a task failed (a failed task's
@@ -40,5 +40,6 @@ if __name__ == "__main__":
 
     import pipeline.cdc.apply  # noqa: F401 - the CDC apply's tasks too (DuckDB, msgspec, the bucket work)
     import pipeline.clicks.job  # noqa: F401 - loaded once here, inherited by every forked worker
+    import pipeline.clicks.task  # noqa: F401 - the click job's standing tasks (PyIceberg's writer, the consumer)
 
     daemon.manager()
