@@ -18,11 +18,12 @@ class PipelineSettings(BaseModel):
     """Knobs of the Spark jobs."""
 
     trigger_seconds: float = Field(
-        0.25, gt=0,
+        1.0, gt=0,
         description="Micro-batch interval of the click job: a batch starts at most this often, back to back when "
                     "one takes longer. Freshness is about one interval plus one batch (what each interval gives: "
-                    "docs/peers.md). Each batch is one commit per table, so a shorter interval keeps more snapshots "
-                    "for the retention's length; maintenance merges the small files.")
+                    "docs/peers.md). Each batch is one commit per table and a data file per standing task, so a "
+                    "shorter interval keeps more snapshots and writes more small files than maintenance merges "
+                    "(docs/performance.md).")
     max_records_per_partition: int = Field(200_000, ge=1, description="Back-pressure cap per partition per batch.")
     cdc_max_records: int = Field(
         200_000, ge=1, description="The CDC apply's cap per partition per batch: what one commit applies at most (an "

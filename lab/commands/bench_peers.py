@@ -26,7 +26,7 @@ def peers(
     pipeline: Annotated[bool, typer.Option(help="Also run this pipeline (its default settings).")] = True,
     pipeline_triggers: Annotated[str, typer.Option(
         help="Also run this pipeline at these micro-batch intervals in seconds (its default is "
-             "pipeline.trigger_seconds, 0.25 s), to compare.")] = "1,0.5",
+             "pipeline.trigger_seconds, 1 s), to find its own best setting.")] = "0.5,0.25",
     arrow_triggers: Annotated[str, typer.Option(
         help="Also run the click job's work without Spark (lab/peers/clicks_arrow.py: read, parse, enrich and "
              "commit on one Python process) at these micro-batch intervals in seconds.")] = "",
