@@ -42,7 +42,7 @@ SINCE = Since("2026-11-28 00:00", "bf420ce", "Spark 4.1.4 + Iceberg 1.12.0")
 #: the CDC apply keeps no RDD lineage between batches
 CDC_OWN_STATE_RDD = Since("2026-11-28 20:55", "7cd084c", "each CDC batch's state an RDD of its own")
 #: the click job's batches done by standing Spark tasks: every path the clicks take
-CLICKS_STANDING = Since("2026-11-30 03:50", "REVERT", "the click job on standing Spark tasks")
+CLICKS_STANDING = Since("2026-11-30 03:50", "2d2c7a0", "the click job on standing Spark tasks")
 
 
 @dataclass(frozen=True)
