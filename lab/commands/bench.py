@@ -11,7 +11,7 @@ from rich.table import Table
 
 from cli.common import console, friendly_errors, print_figures, stack_settings_or_exit
 from lab.commands.bench_cdc import APPLY_TITLES, cdc_peers
-from lab.commands.bench_commits import commit_lock, snapshot_growth
+from lab.commands.bench_commits import commit_lock, snapshot_growth, visibility
 from lab.commands.bench_enrichment import enrichment
 from lab.commands.bench_ingest import CLICK_STACK, ingest
 from lab.commands.bench_peers import peers
@@ -80,30 +80,6 @@ def batch(
         phases = profile(settings, events, rounds, progress=console.log)
     print_figures(f"one batch of {events:,} events, medians of {rounds} rounds (min - max)",
                    [(p.phase, f"{p.median_s:.3f} s ({p.min_s:.3f} - {p.max_s:.3f})") for p in phases])
-
-
-@app.command()
-def visibility(
-    seconds: Annotated[float, typer.Option(help="Seconds to watch the table for.")] = 120,
-    interval: Annotated[float, typer.Option(help="Seconds between two fresh loads of the table.")] = 0.1,
-    table: Annotated[str, typer.Option(help="The table to watch (default: the click table).")] = "",
-) -> None:
-    """How long after its commit a new reader first sees each snapshot: the table loaded afresh every
-    INTERVAL, as Trino or DuckDB would load it, while its writer runs (start the writer first, e.g. `make
-    demo` or `lakehouse run clicks` under load). The lag bounds a writer's freshness as readers see it:
-    its freshness to the commit plus this."""
-    from lab.bench.visibility import measure
-
-    settings = stack_settings_or_exit(*CLICK_STACK)
-    name = table or settings.catalog.clicks_table
-    with friendly_errors():
-        found = measure(settings, name, seconds, interval)
-    print_figures(f"{name}: from a snapshot's commit to the first fresh load that sees it ({found.loads:,} loads)", [
-        ("snapshots seen", f"{found.snapshots:,}"),
-        ("lag p50 / p95 / p99 / max (s)",
-         f"{found.lag_p50_s:.3f} / {found.lag_p95_s:.3f} / {found.lag_p99_s:.3f} / {found.lag_max_s:.3f}"),
-        ("a fresh load of the table, median (s)", f"{found.load_median_s:.3f}"),
-    ])
 
 
 @app.command()
@@ -413,3 +389,4 @@ app.command("soak-compare")(soak_compare)
 app.command(name="cdc-peers")(cdc_peers)
 app.command(name="commit-lock")(commit_lock)
 app.command(name="snapshot-growth")(snapshot_growth)
+app.command()(visibility)

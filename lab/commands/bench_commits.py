@@ -1,4 +1,5 @@
-"""Benchmarks of what an Iceberg commit costs the click table: the metastore's lock, and each snapshot kept."""
+"""Benchmarks of what an Iceberg commit costs the click table (the metastore's lock, each snapshot kept) and when a
+new reader first sees it."""
 
 from __future__ import annotations
 
@@ -46,3 +47,26 @@ def snapshot_growth(
     print_figures(f"appends of {rows:,} rows to a copy of the click table, as its snapshots pile up",
                   [(f"{s.snapshots:,} snapshots", f"append median {s.append_median_s:.3f} s, p95 {s.append_p95_s:.3f} s; "
                     f"metadata file {s.metadata_bytes / 1e6:.2f} MB; fresh load {s.load_s:.3f} s") for s in steps])
+
+
+def visibility(
+    seconds: Annotated[float, typer.Option(help="Seconds to watch the table for.")] = 120,
+    interval: Annotated[float, typer.Option(help="Seconds between two fresh loads of the table.")] = 0.1,
+    table: Annotated[str, typer.Option(help="The table to watch (default: the click table).")] = "",
+) -> None:
+    """How long after its commit a new reader first sees each snapshot: the table loaded afresh every
+    INTERVAL, as Trino or DuckDB would load it, while its writer runs (start the writer first, e.g. `make
+    demo` or `lakehouse run clicks` under load). The lag bounds a writer's freshness as readers see it:
+    its freshness to the commit plus this."""
+    from lab.bench.visibility import measure
+
+    settings = stack_settings_or_exit("s3", "metastore")
+    name = table or settings.catalog.clicks_table
+    with friendly_errors():
+        found = measure(settings, name, seconds, interval)
+    print_figures(f"{name}: from a snapshot's commit to the first fresh load that sees it ({found.loads:,} loads)", [
+        ("snapshots seen", f"{found.snapshots:,}"),
+        ("lag p50 / p95 / p99 / max (s)",
+         f"{found.lag_p50_s:.3f} / {found.lag_p95_s:.3f} / {found.lag_p99_s:.3f} / {found.lag_max_s:.3f}"),
+        ("a fresh load of the table, median (s)", f"{found.load_median_s:.3f}"),
+    ])
