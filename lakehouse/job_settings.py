@@ -18,12 +18,20 @@ class PipelineSettings(BaseModel):
     """Knobs of the Spark jobs."""
 
     trigger_seconds: float = Field(
-        1.0, gt=0,
+        0.25, gt=0,
         description="Micro-batch interval of the click job: a batch starts at most this often, back to back when "
                     "one takes longer. Freshness is about one interval plus one batch (what each interval gives: "
-                    "docs/peers.md). Each batch is one commit per table and a data file per standing task, so a "
-                    "shorter interval keeps more snapshots and writes more small files than maintenance merges "
-                    "(docs/performance.md).")
+                    "docs/peers.md). Each batch is one commit and a data file per standing task, which the job "
+                    "merges as it goes (merge_seconds); a longer interval costs less CPU a million events.")
+    merge_seconds: float = Field(
+        3.0, ge=0,
+        description="The click job merges the data files its batches added to a partition into one this often, "
+                    "and merge_fan_in of those into one, so the partition a reader scans holds a few dozen files "
+                    "between maintenance's passes however short the trigger (pipeline/clicks/file_merges.py). "
+                    "0: the job merges nothing, maintenance alone does.")
+    merge_fan_in: int = Field(
+        10, ge=2, description="First-level merged files of a partition the click job merges into one; that file "
+                              "is maintenance's to merge further.")
     max_records_per_partition: int = Field(200_000, ge=1, description="Back-pressure cap per partition per batch.")
     cdc_max_records: int = Field(
         200_000, ge=1, description="The CDC apply's cap per partition per batch: what one commit applies at most (an "
@@ -112,6 +120,12 @@ class PipelineSettings(BaseModel):
                                "this (the local stack keeps its object store and databases there): they wait, "
                                "saying so, instead of failing half-way through a commit.")
 
+
+    @property
+    def merge_horizon_seconds(self) -> float:
+        """How recent the rows of a click data file the click job may still merge can be: maintenance leaves files
+        whose rows all came in later than this ago (0 when the job merges nothing)."""
+        return self.merge_seconds * (self.merge_fan_in + 2)
 
 class MaintenanceSettings(BaseModel):
     """When `lakehouse run maintain` compacts, rewrites and expires (Iceberg's procedures do the work)."""

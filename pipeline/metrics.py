@@ -35,7 +35,8 @@ TASK_PHASE_SECONDS = Counter(
 BATCH_PHASE_SECONDS = Histogram(
     "lakehouse_pipeline_batch_phase_seconds", "Wall time of each phase of a click micro-batch: plan (offset ranges "
     "from the broker's watermarks), write (the standing tasks fetch, validate and enrich the records and write the "
-    "data files; the driver commits the click table), dead_letters (only in batches that had any: commit them).",
+    "data files; the driver commits the click table), dead_letters (only in batches that had any: commit them), "
+    "merge (in the background: the job's merge of its own small files, from its start to its commit).",
     ["phase"], buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30))
 COMMIT_SECONDS = Histogram("lakehouse_pipeline_commit_duration_seconds", "Wall time of one Iceberg commit.",
                            ["table"], buckets=(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30))
@@ -74,6 +75,9 @@ MAINTENANCE_RUNS = Counter("lakehouse_maintenance_runs_total", "Maintenance acti
                            "conflict, failed).", ["table", "action", "outcome"])
 MAINTENANCE_SECONDS = Histogram("lakehouse_maintenance_duration_seconds", "Wall time of one maintenance action.",
                                 ["action"], buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600))
+FILES_MERGED = Counter("lakehouse_pipeline_files_merged_total", "Data files a writer replaced by merging its own "
+                       "small files, by the level merged (0: its batches' files; 1: its first merges').",
+                       ["pipeline", "level"])
 MAINTENANCE_FILES = Counter("lakehouse_maintenance_files_rewritten_total", "Files replaced by compaction or "
                             "delete/manifest rewrites (input side).", ["table", "action"])
 MAINTENANCE_BYTES = Counter("lakehouse_maintenance_bytes_rewritten_total", "Bytes read by compaction.", ["table"])

@@ -76,6 +76,13 @@ CLICKS_COLUMNS = """
 CLICKS_FROM_EVENT = ("event_id", "webpageId", "uid", "productId", "cookieId", "expendTime", "updateTime",
                      "name", "product_price", "member_level")
 
+#: the click table's column of when the job committed a row: what tells maintenance which files the click job
+#: may still merge itself
+INGEST_TIME = "ingest_time"
+
+#: the click table's write order (``WRITE LOCALLY ORDERED BY``), as Arrow sort keys for the rows the job writes itself
+CLICKS_WRITE_ORDER = [("productId", "ascending"), ("event_time", "ascending")]
+
 #: the click table's columns before any evolution (an event field may not take these names, in any case)
 CLICKS_FIXED_COLUMNS = frozenset(line.split()[0] for line in CLICKS_COLUMNS.strip().splitlines())
 
@@ -122,7 +129,7 @@ def ensure_clicks_tables(spark, settings: Settings) -> None:
         spark.sql(f"CREATE TABLE IF NOT EXISTS {clicks} ({CLICKS_COLUMNS}) USING iceberg "
                   f"PARTITIONED BY (days(event_time)) TBLPROPERTIES ({_props()})")
         # Local sort per write keeps commits cheap; compaction sorts globally later.
-        spark.sql(f"ALTER TABLE {clicks} WRITE LOCALLY ORDERED BY productId, event_time")
+        spark.sql(f"ALTER TABLE {clicks} WRITE LOCALLY ORDERED BY {', '.join(c for c, _ in CLICKS_WRITE_ORDER)}")
     _namespace(spark, dead)
     spark.sql(f"CREATE TABLE IF NOT EXISTS {dead} ({DEAD_LETTER_COLUMNS}) USING iceberg "
               f"PARTITIONED BY (days(ingest_time)) TBLPROPERTIES ({_props()})")

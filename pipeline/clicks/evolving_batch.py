@@ -37,7 +37,7 @@ from pipeline.dimensions import Dimensions, enrich_batch
 from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.ranges import OffsetRange
 from pipeline.lake_writer.catalog_tables import commit_attempts
-from pipeline.tables import CLICKS_FROM_EVENT
+from pipeline.tables import CLICKS_FROM_EVENT, CLICKS_WRITE_ORDER
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +76,7 @@ def click_rows(parsed: pa.Table, shape: Shape, now: dt.datetime) -> pa.Table:
     }
     columns |= {name: valid[name].cast(ARROW_TYPES[kind]) for name, kind in shape.columns}
     rows = pa.table(columns)
-    # the table's write order, as Spark's writes keep it (WRITE LOCALLY ORDERED BY productId, event_time)
-    return rows.sort_by([("productId", "ascending"), ("event_time", "ascending")])
+    return rows.sort_by(CLICKS_WRITE_ORDER)  # the table's write order, as Spark's writes keep it
 
 
 def history_entry(changes: list[Change], ranges: list[OffsetRange], at: dt.datetime) -> dict:

@@ -20,6 +20,10 @@ exactly once.
 
 A batch whose records carry a field the table has no column for (under policy ``evolve``) is
 written by the driver: schema change, rows and offsets in one commit (``evolving_batch``).
+
+The job merges the small files its batches write as it goes (``file_merges``: a Spark job in
+the background, committed as a ``replace`` snapshot between two batch commits, under the same
+lock); the click table's offsets are only ever moved by the batches' own commits.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
+import threading
 import time
 
 import pyarrow as pa
@@ -41,6 +46,7 @@ from pipeline.clicks import evolving_batch
 from pipeline.clicks.batch_stats import BatchStats, observe_latency
 from pipeline.clicks.dead_letters import BackgroundCommits, carried_table, dead_letter_rows
 from pipeline.clicks.evolution import ARROW_TYPES, Shape
+from pipeline.clicks.file_merges import FileMerges
 from pipeline.clicks.task import ClickShare, ClickTask, ClickWork
 from pipeline.clicks.validate import RESERVED_NAMES, Limits, parse_batch, parsed_schema
 from pipeline.dimensions import DimensionCache
@@ -50,6 +56,7 @@ from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.ranges import OffsetRange
 from pipeline.kafka_source.stream import KafkaStream
 from pipeline.lake_writer.catalog_tables import commit_once, newest_summary_with
+from pipeline.lake_writer.pyiceberg_internals import CachedTransaction
 from pipeline.standing_tasks import StandingTasks, driver_address
 from pipeline.tables import CLICKS_FIXED_COLUMNS, DEAD_DONE_PROPERTY, ensure_clicks_tables
 
@@ -73,6 +80,10 @@ class ClickIngestJob(KafkaBatchJob):
         self.catalog = pyiceberg_catalog(settings)
         self._dead_catalog = pyiceberg_catalog(settings)  # the background thread's own: a client is not shared
         self._background = BackgroundCommits("clicks-dead-letters")
+        #: held by every use of ``self.catalog`` and ``self.clicks``'s commits: the file merges commit from a thread
+        self._commit_lock = threading.Lock()
+        self.merges = FileMerges(spark, settings.pipeline.merge_seconds, settings.pipeline.merge_fan_in,
+                                 self._commit_merge, self.name)
         self.tasks: StandingTasks | None = None
         self._sent: dict[int, tuple] = {}  # task -> (dimension snapshot time, table schema and spec) it holds
         self.recover()
@@ -89,7 +100,9 @@ class ClickIngestJob(KafkaBatchJob):
         except Exception as exc:  # noqa: BLE001 - what it did not write, the catch-up below writes
             log.warning("clicks: the last dead-letter commit failed (%s); writing them again", exc)
         self.dimensions.invalidate()
-        self.clicks = self.catalog.load_table(self.clicks_table)
+        self.merges.forget()  # the files of a failed life are maintenance's
+        with self._commit_lock:
+            self.clicks = self.catalog.load_table(self.clicks_table)
         self.dead = self._dead_catalog.load_table(self.dead_table)
         found = newest_summary_with(self.clicks, kafka_offsets.OFFSETS_PROPERTY)
         start = self.stream.initial_offset(found)
@@ -126,6 +139,7 @@ class ClickIngestJob(KafkaBatchJob):
 
     def close(self) -> None:
         try:
+            self.merges.close()
             self._background.close()
         finally:
             try:
@@ -203,10 +217,17 @@ class ClickIngestJob(KafkaBatchJob):
                 for file in files:
                     append.append_data_file(file)
 
-        self.clicks = commit_once(self.catalog, self.clicks, stage, functools.partial(_stands_at, end), self.name)
+        with self._commit_lock:
+            self.clicks = commit_once(self.catalog, self.clicks, stage, functools.partial(_stands_at, end), self.name)
         table_commits.announce(self.clicks_table)
         metrics.COMMIT_SECONDS.labels(self.clicks_table).observe(time.monotonic() - began)
         metrics.LAST_COMMIT.labels(self.clicks_table).set(time.time())
+        self.merges.added(files, self.clicks)
+
+    def _commit_merge(self, stage) -> None:
+        """Commit a merge of small files (``file_merges``) once, between two batch commits; a lost race raises."""
+        with self._commit_lock, CachedTransaction(self.clicks) as tx:
+            stage(tx)
 
     def _evolve(self, work: list[OffsetRange], target: kafka_offsets.Offsets, done: kafka_offsets.Offsets,
                 now: dt.datetime, planned_at_ms: int) -> BatchStats:
@@ -217,10 +238,12 @@ class ClickIngestJob(KafkaBatchJob):
         log.info("clicks: the batch carries fields the click table has no column for: writing it as an evolving "
                  "batch (schema change, rows and offsets in one commit)")
         properties = {**self.stream.commit(target), DEAD_DONE_PROPERTY: kafka_offsets.encode(done)}
-        result = evolving_batch.write(self.settings, work, self.shape, self.limits, self.dimensions.current().value,
-                                      properties, now, planned_at_ms)
+        self.merges.forget()  # the files before the change are maintenance's: a merge reads one schema
+        with self._commit_lock:  # no merge commits beside the schema change
+            result = evolving_batch.write(self.settings, work, self.shape, self.limits,
+                                          self.dimensions.current().value, properties, now, planned_at_ms)
+            self.clicks = self.catalog.load_table(self.clicks_table)  # the new schema: the tasks get it next
         self.shape = result.shape
-        self.clicks = self.catalog.load_table(self.clicks_table)  # the new schema: the tasks get it with the next work
         table_commits.announce(self.clicks_table)
         metrics.LAST_COMMIT.labels(self.clicks_table).set(time.time())
         for change in result.changes:

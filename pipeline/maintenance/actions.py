@@ -67,7 +67,7 @@ class Actions:
     def _name(table: str) -> str:
         return "'" + table.split(".", 1)[1] + "'"  # the procedures take namespace.table
 
-    def compact(self, table: str, sort: bool) -> ActionResult:
+    def compact(self, table: str, sort: bool, where: str | None = None) -> ActionResult:
         """Rewrite a table's small files into bigger ones, nothing else.
 
         Size-tiered, so that a pass costs what arrived since the last one: the new small
@@ -77,22 +77,24 @@ class Actions:
         each pass, as before, re-read and re-sorted the last pass's remainder (up to 3/4 of
         the target size) however little had arrived, on the cores the writers' batches need.
         """
-        return self._rewrite("compact", table, sort, self.settings.small_file_bytes)
+        return self._rewrite("compact", table, sort, self.settings.small_file_bytes, where)
 
-    def merge(self, table: str, sort: bool, tier: int) -> ActionResult:
+    def merge(self, table: str, sort: bool, tier: int, where: str | None = None) -> ActionResult:
         """Rewrite every file up to ``tier``'s upper bound (that tier's files and any below it)
         into files of up to the target size; larger files, the higher tiers' and the final
-        ones, stay put (``MaintenanceSettings.tier_bounds``)."""
-        result = self._rewrite("merge", table, sort, self.settings.tier_bounds[tier])
+        ones, stay put (``MaintenanceSettings.tier_bounds``). ``where``: a filter a file's rows must
+        (by its statistics) possibly meet to be rewritten at all."""
+        result = self._rewrite("merge", table, sort, self.settings.tier_bounds[tier], where)
         result.tier = tier
         return result
 
-    def _rewrite(self, action: str, table: str, sort: bool, min_file_bytes: int) -> ActionResult:
+    def _rewrite(self, action: str, table: str, sort: bool, min_file_bytes: int, where: str | None) -> ActionResult:
         options = {"min-input-files": "2", "min-file-size-bytes": str(min_file_bytes),
                    "target-file-size-bytes": str(self.settings.target_file_mb * 1024 * 1024),
                    "partial-progress.enabled": "true", "partial-progress.max-commits": "10"}
+        filters = {"where": f'"{where}"'} if where else {}
         rows = self.call("rewrite_data_files", table=self._name(table),
-                         strategy="'sort'" if sort else "'binpack'", options=_map(options))
+                         strategy="'sort'" if sort else "'binpack'", options=_map(options), **filters)
         row = rows[0] if rows else None
         return ActionResult(action, files_rewritten=row.rewritten_data_files_count if row else 0,
                             bytes_rewritten=row.rewritten_bytes_count if row else 0)

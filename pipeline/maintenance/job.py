@@ -8,6 +8,7 @@ clicks,dims,maintain`) or run alone (its own SparkApplication / schedule in Kube
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.maintenance.actions import ActionResult, Actions, is_conflict, merge_tier, planned
 from pipeline.maintenance.health import read_health
+from pipeline.tables import INGEST_TIME
 
 log = logging.getLogger(__name__)
 
@@ -138,15 +140,25 @@ class MaintenanceJob:
         table = max(waited, key=lambda t: waited[t], default=None)
         return table if table is not None and waited[table] >= limit else None
 
+    def _not_the_writers(self, table: str, now_ms: int) -> str | None:
+        """The filter that leaves the click job the files it may still merge itself (``pipeline.clicks.file_merges``):
+        only files holding a row that came in before its horizon are rewritten here."""
+        horizon = self.settings.pipeline.merge_horizon_seconds
+        if table != self.clicks or horizon <= 0:
+            return None
+        cutoff = dt.datetime.fromtimestamp(now_ms / 1000 - horizon, dt.timezone.utc)
+        return f"{INGEST_TIME} < TIMESTAMP '{cutoff:%Y-%m-%d %H:%M:%S.%f}+00:00'"
+
     def _run(self, table: str, action: str, health, now_ms: int) -> ActionResult:
         began = time.monotonic()
         if action == "compact":
-            result = self.actions.compact(table, sort=table == self.clicks)
+            result = self.actions.compact(table, sort=table == self.clicks, where=self._not_the_writers(table, now_ms))
         elif action == "merge":
             tier = merge_tier(health, self.settings.maintenance)
             if tier is None:  # the plan asks for a merge only where a tier holds the fan-in
                 raise LakehouseError(f"{table}: a merge was planned, but no tier holds enough files")
-            result = self.actions.merge(table, sort=table == self.clicks, tier=tier)
+            result = self.actions.merge(table, sort=table == self.clicks, tier=tier,
+                                        where=self._not_the_writers(table, now_ms))
         elif action == "apply_deletes":
             result = self.actions.apply_deletes(table)
         elif action == "rewrite_manifests":

@@ -51,6 +51,7 @@ def qualified(settings, table: str) -> str:
 def test_maintenance_next_to_the_click_pipeline_keeps_every_event_exactly_once(spark, click_settings, producer):
     s = eager(click_settings, retain_last_snapshots=1)  # nothing but the progress rule keeps a writer's snapshot
     s.pipeline.trigger_seconds = 0.5
+    s.pipeline.merge_seconds = 0  # maintenance alone merges (the job's own merges: test_file_merges.py)
     table = s.catalog.clicks_table
     stop = threading.Event()
     writer = ClickIngestJob(spark, s)

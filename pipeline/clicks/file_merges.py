@@ -1,0 +1,245 @@
+"""The click job's merge of the small files its own batches write, so the day-partition stays small.
+
+At a short trigger every batch adds a data file per standing task: four batches a second
+make eight files a second, more than maintenance's scheduled compaction (a Spark procedure
+at the lowest priority, minutes a pass on a busy machine) can keep up with, and a reader
+opens every one of them. So the job merges its own files as it goes, in two levels:
+
+- every ``merge_seconds`` the files its batches added to a partition since the last merge
+  become one file (a lone file is promoted as it is);
+- once ``merge_fan_in`` of those are waiting, or ``MERGE_BYTES`` of them, they become one
+  file, which is left to maintenance's size tiers from then on.
+
+A day-partition then holds at most about ``merge_seconds`` of batch files, ``merge_fan_in``
+first-level files and what maintenance has not yet merged; maintenance leaves the files the
+job still owns alone (``PipelineSettings.merge_horizon_seconds``: files whose rows all came
+in more recently than that).
+
+The rows are read and written in a Spark task (a small Spark job in a background thread,
+beside the standing tasks); the driver commits the result as a ``replace`` snapshot: no row
+added or removed, so the live aggregates and any incremental reader skip it. The commit is
+made right after a batch's commit, under the lock the batches commit under, so it fits in
+the gap before the next batch's commit. A merge that fails or loses a race loses nothing:
+its inputs stay in the table (maintenance merges them later) and its output, never
+committed, is an orphan that maintenance's orphan removal deletes.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.exceptions import CommitFailedException, ValidationException
+from pyiceberg.io import load_file_io
+
+from pipeline import metrics
+from pipeline.lake_writer.pyiceberg_internals import data_files_of
+from pipeline.lake_writer.row_delta import RowDelta
+from pipeline.tables import CLICKS_WRITE_ORDER
+
+log = logging.getLogger(__name__)
+
+#: the snapshot property that names a merge's snapshot (which levels it merged)
+MERGE_PROPERTY = "lakehouse.merged-levels"
+
+#: compressed bytes of first-level files one merge reads at most: a task holds their rows in memory at once, and
+#: a first-level file this large is left to maintenance as it is
+MERGE_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class MergeGroup:
+    """Files of one partition and one level, to become one file of the next level."""
+
+    level: int
+    partition: tuple  # (partition spec id, partition values)
+    files: tuple  # pyiceberg DataFile
+
+
+@dataclass
+class _Partition:
+    batch_files: list = field(default_factory=list)  # added by batches since the last merge
+    first_added: float = 0.0  # time.monotonic() the oldest of them was added
+    merged: list = field(default_factory=list)  # first-level files waiting for the fan-in
+
+
+class PendingFiles:
+    """Which of the job's files wait for a merge, per partition and level; what is due now."""
+
+    def __init__(self, merge_seconds: float, fan_in: int):
+        self.merge_seconds, self.fan_in = merge_seconds, fan_in
+        self._partitions: dict[tuple, _Partition] = {}
+
+    def add_batch_files(self, files: list, now: float) -> None:
+        for file in files:
+            part = self._partitions.setdefault(_partition_of(file), _Partition())
+            if not part.batch_files:
+                part.first_added = now
+            part.batch_files.append(file)
+
+    def add_merged(self, group: MergeGroup, files: list) -> None:
+        """A finished merge's output: first-level files wait for the fan-in; second-level ones leave the job."""
+        if group.level == 0:
+            waiting = [f for f in files if f.file_size_in_bytes < MERGE_BYTES]
+            if waiting:
+                self._partitions.setdefault(group.partition, _Partition()).merged.extend(waiting)
+
+    def take_due(self, now: float) -> list[MergeGroup]:
+        """The merges due now, their files no longer pending (one batch file alone is promoted, not rewritten)."""
+        due = []
+        for key, part in self._partitions.items():
+            if part.batch_files and now - part.first_added >= self.merge_seconds:
+                if len(part.batch_files) == 1:
+                    part.merged.append(part.batch_files[0])
+                else:
+                    due.append(MergeGroup(0, key, tuple(part.batch_files)))
+                part.batch_files = []
+            if len(part.merged) >= self.fan_in or (len(part.merged) > 1 and
+                                                   sum(f.file_size_in_bytes for f in part.merged) >= MERGE_BYTES):
+                due.append(MergeGroup(1, key, tuple(part.merged)))
+                part.merged = []
+        self._partitions = {k: p for k, p in self._partitions.items() if p.batch_files or p.merged}
+        return due
+
+    def waiting(self) -> int:
+        """Files that wait for a merge, over all partitions."""
+        return sum(len(p.batch_files) + len(p.merged) for p in self._partitions.values())
+
+
+def _partition_of(data_file) -> tuple:
+    values = data_file.partition
+    return data_file.spec_id, tuple(values[i] for i in range(len(values)))
+
+
+def merge_group(metadata, io_properties: dict[str, str], group: MergeGroup) -> list:
+    """In a Spark task: read the group's files and write their rows again as one data file (or more, past the
+    table's target file size)."""
+    io = load_file_io(io_properties, metadata.location)
+    tables = []
+    for file in group.files:
+        with io.new_input(file.file_path).open() as stream:
+            tables.append(pq.read_table(stream))
+    rows = pa.concat_tables(tables, promote_options="default").sort_by(CLICKS_WRITE_ORDER)
+    return list(data_files_of(metadata, rows, io))
+
+
+class FileMerges:
+    """Runs the due merges in the background and commits each right after a batch's commit.
+
+    The job calls ``added(files, table)`` after each batch's commit, holding nothing; ``commit``
+    is the job's way to commit a staged change under its commit lock (it returns once the
+    change landed or raises). ``forget()`` after a recovery drops what is pending (those files
+    are maintenance's now); a merge in flight still finishes.
+    """
+
+    def __init__(self, spark, merge_seconds: float, fan_in: int, commit: Callable[[Callable], None],
+                 job_name: str):
+        self.spark, self.commit, self.job_name = spark, commit, job_name
+        self.enabled = merge_seconds > 0
+        self.pending = PendingFiles(merge_seconds, fan_in)
+        self._lock = threading.Lock()  # the pending files, shared with the background thread
+        self._batch_committed = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.merged = 0  # files the job replaced by merges in this life (tests, logs)
+
+    def added(self, files: list, table) -> None:
+        """A batch committed ``files`` to ``table``: note them and start the merges that are due."""
+        if not self.enabled:
+            return
+        _give_spec(files, table.metadata.default_spec_id)
+        with self._lock:
+            self.pending.add_batch_files(files, time.monotonic())
+            self._batch_committed.set()
+            if self._thread is not None and self._thread.is_alive():
+                return
+            due = self.pending.take_due(time.monotonic())
+        if due:
+            # deferred: pyspark: the merge's Spark job must run in the job's scheduler pool (an InheritableThread)
+            from pyspark import InheritableThread
+            self._thread = InheritableThread(target=self._merge, args=(due, _slim(table.metadata), table.io),
+                                             name=f"{self.job_name}-file-merges", daemon=True)
+            self._thread.start()
+
+    def forget(self) -> None:
+        with self._lock:
+            self.pending = PendingFiles(self.pending.merge_seconds, self.pending.fan_in)
+
+    def close(self, timeout: float = 60.0) -> None:
+        self._stop.set()
+        self._batch_committed.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _merge(self, due: list[MergeGroup], metadata, io) -> None:
+        """The background thread: the merges as one Spark job (a task per group), then their commit."""
+        began = time.monotonic()
+        try:
+            sc = self.spark.sparkContext
+            sc.setJobGroup(f"{self.job_name}-file-merges", f"{self.job_name}: merge its small files",
+                           interruptOnCancel=True)
+            outputs = (sc.parallelize(due, len(due))
+                       .map(functools.partial(merge_group, metadata, dict(io.properties))).collect())
+        except Exception as exc:  # noqa: BLE001 - the files stay in the table: maintenance merges them
+            log.warning("%s: merging %d files failed (%s); maintenance merges them instead", self.job_name,
+                        sum(len(g.files) for g in due), exc)
+            return
+        self._batch_committed.clear()
+        while not self._batch_committed.wait(0.5):  # right after a batch's commit: the gap before the next one
+            if self._stop.is_set():
+                return
+        if self._stop.is_set():
+            return
+        for files in outputs:
+            _give_spec(files, metadata.default_spec_id)
+        levels = ",".join(sorted({str(g.level) for g in due}))
+
+        def stage(tx) -> None:
+            # a replace that also writes the live files' entries into one manifest (a batch adds one each)
+            replace = RowDelta(tx, io, {MERGE_PROPERTY: levels}, rewrite=True, same_rows=True)
+            with replace:
+                for group, files in zip(due, outputs, strict=True):
+                    for old in group.files:
+                        replace.remove(old)
+                    for new in files:
+                        replace.add(new)
+
+        try:
+            self.commit(stage)
+        except (CommitFailedException, ValidationException) as exc:  # maintenance committed meanwhile
+            log.info("%s: a merge of small files lost a race (%s); maintenance merges them instead",
+                     self.job_name, exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - as above; the merged files are orphans maintenance removes
+            log.warning("%s: committing a merge of small files failed (%s); maintenance merges them instead",
+                        self.job_name, exc)
+            return
+        with self._lock:
+            for group, files in zip(due, outputs, strict=True):
+                self.pending.add_merged(group, files)
+        for group in due:
+            self.merged += len(group.files)
+            metrics.FILES_MERGED.labels(self.job_name, str(group.level)).inc(len(group.files))
+        metrics.BATCH_PHASE_SECONDS.labels("merge").observe(time.monotonic() - began)
+
+
+def _give_spec(files: list, spec_id: int) -> None:
+    """Name the partition spec a task's files were written with: a ``DataFile`` does not carry it across a pickle,
+    and a commit that deletes files finds their manifests by it."""
+    for file in files:
+        if getattr(file, "_spec_id", None) is None:
+            file.spec_id = spec_id
+
+
+def _slim(metadata: Any) -> Any:
+    """The table metadata a task needs to write a data file (schema, spec, properties, location): without the
+    snapshot history, which is most of its size at a short trigger."""
+    return metadata.model_copy(update={"snapshots": [], "snapshot_log": [], "metadata_log": [], "refs": {},
+                                       "current_snapshot_id": None})
