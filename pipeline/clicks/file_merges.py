@@ -36,10 +36,12 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.io import load_file_io
 
 from pipeline import metrics
 from pipeline.lake_writer.pyiceberg_internals import data_files_of
+from pipeline.lake_writer.row_delta import RowDelta
 from pipeline.tables import CLICKS_WRITE_ORDER
 
 log = logging.getLogger(__name__)
@@ -57,7 +59,7 @@ class MergeGroup:
     """Files of one partition and one level, to become one file of the next level."""
 
     level: int
-    partition: tuple  # the partition's values (the table's one spec)
+    partition: tuple  # (partition spec id, partition values)
     files: tuple  # pyiceberg DataFile
 
 
@@ -113,7 +115,7 @@ class PendingFiles:
 
 def _partition_of(data_file) -> tuple:
     values = data_file.partition
-    return tuple(values[i] for i in range(len(values)))
+    return data_file.spec_id, tuple(values[i] for i in range(len(values)))
 
 
 def merge_group(metadata, io_properties: dict[str, str], group: MergeGroup) -> list:
@@ -131,13 +133,13 @@ def merge_group(metadata, io_properties: dict[str, str], group: MergeGroup) -> l
 class FileMerges:
     """Runs the due merges in the background and commits each right after a batch's commit.
 
-    The job calls ``added(files, table)`` after each batch's commit, holding nothing;
-    ``commit(removed, added, properties)`` is the job's ``replace`` commit under its commit lock
-    (it returns once the snapshot landed, or raises). ``forget()`` after a recovery drops what is pending (those files
+    The job calls ``added(files, table)`` after each batch's commit, holding nothing; ``commit``
+    is the job's way to commit a staged change under its commit lock (it returns once the
+    change landed or raises). ``forget()`` after a recovery drops what is pending (those files
     are maintenance's now); a merge in flight still finishes.
     """
 
-    def __init__(self, spark, merge_seconds: float, fan_in: int, commit: Callable[[list, list, dict], None],
+    def __init__(self, spark, merge_seconds: float, fan_in: int, commit: Callable[[Callable], None],
                  job_name: str):
         self.spark, self.commit, self.job_name = spark, commit, job_name
         self.enabled = merge_seconds > 0
@@ -152,6 +154,7 @@ class FileMerges:
         """A batch committed ``files`` to ``table``: note them and start the merges that are due."""
         if not self.enabled:
             return
+        _give_spec(files, table.metadata.default_spec_id)
         with self._lock:
             self.pending.add_batch_files(files, time.monotonic())
             self._batch_committed.set()
@@ -161,8 +164,7 @@ class FileMerges:
         if due:
             # deferred: pyspark: the merge's Spark job must run in the job's scheduler pool (an InheritableThread)
             from pyspark import InheritableThread
-            self._thread = InheritableThread(target=self._merge, args=(due, _slim(table.metadata),
-                                                                        dict(table.io.properties)),
+            self._thread = InheritableThread(target=self._merge, args=(due, _slim(table.metadata), table.io),
                                              name=f"{self.job_name}-file-merges", daemon=True)
             self._thread.start()
 
@@ -176,7 +178,7 @@ class FileMerges:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def _merge(self, due: list[MergeGroup], metadata, io_properties: dict[str, str]) -> None:
+    def _merge(self, due: list[MergeGroup], metadata, io) -> None:
         """The background thread: the merges as one Spark job (a task per group), then their commit."""
         began = time.monotonic()
         try:
@@ -184,39 +186,56 @@ class FileMerges:
             sc.setJobGroup(f"{self.job_name}-file-merges", f"{self.job_name}: merge its small files",
                            interruptOnCancel=True)
             outputs = (sc.parallelize(due, len(due))
-                       .map(functools.partial(merge_group, metadata, io_properties)).collect())
+                       .map(functools.partial(merge_group, metadata, dict(io.properties))).collect())
         except Exception as exc:  # noqa: BLE001 - the files stay in the table: maintenance merges them
             log.warning("%s: merging %d files failed (%s); maintenance merges them instead", self.job_name,
                         sum(len(g.files) for g in due), exc)
             return
-        written = time.monotonic()
         self._batch_committed.clear()
         while not self._batch_committed.wait(0.5):  # right after a batch's commit: the gap before the next one
             if self._stop.is_set():
                 return
         if self._stop.is_set():
             return
+        for files in outputs:
+            _give_spec(files, metadata.default_spec_id)
         levels = ",".join(sorted({str(g.level) for g in due}))
-        committing = time.monotonic()
+
+        def stage(tx) -> None:
+            # a replace that also writes the live files' entries into one manifest (a batch adds one each)
+            replace = RowDelta(tx, io, {MERGE_PROPERTY: levels}, rewrite=True, same_rows=True)
+            with replace:
+                for group, files in zip(due, outputs, strict=True):
+                    for old in group.files:
+                        replace.remove(old)
+                    for new in files:
+                        replace.add(new)
+
         try:
-            self.commit([f for g in due for f in g.files], [f for files in outputs for f in files],
-                        {MERGE_PROPERTY: levels})
+            self.commit(stage)
+        except (CommitFailedException, ValidationException) as exc:  # maintenance committed meanwhile
+            log.info("%s: a merge of small files lost a race (%s); maintenance merges them instead",
+                     self.job_name, exc)
+            return
         except Exception as exc:  # noqa: BLE001 - as above; the merged files are orphans maintenance removes
-            lost_race = any(kind in str(exc) for kind in ("ValidationException", "CommitFailedException"))
-            (log.info if lost_race else log.warning)(
-                "%s: committing a merge of small files failed (%s); maintenance merges them instead",
-                self.job_name, str(exc).splitlines()[0])
+            log.warning("%s: committing a merge of small files failed (%s); maintenance merges them instead",
+                        self.job_name, exc)
             return
         with self._lock:
             for group, files in zip(due, outputs, strict=True):
                 self.pending.add_merged(group, files)
-        log.debug("%s: merged %d files in %d groups: %.3f s to write, %.3f s to commit, %.3f s in all",
-                  self.job_name, sum(len(g.files) for g in due), len(due), written - began,
-                  time.monotonic() - committing, time.monotonic() - began)
         for group in due:
             self.merged += len(group.files)
             metrics.FILES_MERGED.labels(self.job_name, str(group.level)).inc(len(group.files))
         metrics.BATCH_PHASE_SECONDS.labels("merge").observe(time.monotonic() - began)
+
+
+def _give_spec(files: list, spec_id: int) -> None:
+    """Name the partition spec a task's files were written with: a ``DataFile`` does not carry it across a pickle,
+    and a commit that deletes files finds their manifests by it."""
+    for file in files:
+        if getattr(file, "_spec_id", None) is None:
+            file.spec_id = spec_id
 
 
 def _slim(metadata: Any) -> Any:

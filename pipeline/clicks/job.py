@@ -5,8 +5,7 @@ One Spark job of ``pipeline.click_tasks`` tasks runs for the job's life
 and sends every task the ranges of its Kafka partitions (partition p to task p mod tasks, so
 each task's consumer goes on where it stopped); the tasks read, validate, enrich and write
 Parquet data files (``pipeline.clicks.task``), and the driver commits all their files with
-the batch's end offsets in one ``append`` snapshot of the click table (through Iceberg's Java table in
-the driver's JVM: ``lake_writer.java_commits``). A Spark job per batch
+the batch's end offsets in one ``append`` snapshot of the click table. A Spark job per batch
 cost more than the batch's work at short triggers (docs/performance.md).
 
 Each commit carries the batch's end offsets: the click table's offsets are where the job
@@ -57,7 +56,7 @@ from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.ranges import OffsetRange
 from pipeline.kafka_source.stream import KafkaStream
 from pipeline.lake_writer.catalog_tables import commit_once, newest_summary_with
-from pipeline.lake_writer.java_commits import JavaTable
+from pipeline.lake_writer.pyiceberg_internals import CachedTransaction
 from pipeline.standing_tasks import StandingTasks, driver_address
 from pipeline.tables import CLICKS_FIXED_COLUMNS, DEAD_DONE_PROPERTY, ensure_clicks_tables
 
@@ -71,7 +70,6 @@ class ClickIngestJob(KafkaBatchJob):
         self.spark, self.settings = spark, settings
         cat = settings.catalog
         ensure_clicks_tables(spark, settings)
-        self._java_table = JavaTable(spark, f"{cat.name}.{cat.clicks_table}")  # commits the tasks' files
         ensure_dimension_tables(settings)
         # read with PyIceberg on the driver and sent to the tasks: a Spark job would wait for a task slot
         self.dimensions = DimensionCache(None, settings)
@@ -105,7 +103,6 @@ class ClickIngestJob(KafkaBatchJob):
         self.merges.forget()  # the files of a failed life are maintenance's
         with self._commit_lock:
             self.clicks = self.catalog.load_table(self.clicks_table)
-            self._java_table.refresh()
         self.dead = self._dead_catalog.load_table(self.dead_table)
         found = newest_summary_with(self.clicks, kafka_offsets.OFFSETS_PROPERTY)
         start = self.stream.initial_offset(found)
@@ -175,7 +172,7 @@ class ClickIngestJob(KafkaBatchJob):
             for share in shares:
                 counted.merge(share.stats)
             self._commit([f for share in shares for f in share.files],
-                         {**self.stream.commit(batch.end), DEAD_DONE_PROPERTY: kafka_offsets.encode(done)})
+                         {**self.stream.commit(batch.end), DEAD_DONE_PROPERTY: kafka_offsets.encode(done)}, batch.end)
         committed_at_ms = int(time.time() * 1000)
         metrics.BATCH_PHASE_SECONDS.labels("write").observe(time.monotonic() - batch.planned_at)
         if counted.dead:
@@ -211,21 +208,26 @@ class ClickIngestJob(KafkaBatchJob):
             return None
         return list(answers.values())
 
-    def _commit(self, files: list, properties: dict[str, str]) -> None:
-        """One ``append`` snapshot of the tasks' files and the offsets (what the live aggregates read), through
-        Iceberg's Java table in the driver (``java_commits``): its cost does not grow with the snapshots kept."""
+    def _commit(self, files: list, properties: dict[str, str], end: kafka_offsets.Offsets) -> None:
+        """One ``append`` snapshot of the tasks' files and the offsets (what the live aggregates read)."""
         began = time.monotonic()
+
+        def stage(tx) -> None:
+            with tx.update_snapshot(snapshot_properties=properties).fast_append() as append:
+                for file in files:
+                    append.append_data_file(file)
+
         with self._commit_lock:
-            self._java_table.append(files, properties)
+            self.clicks = commit_once(self.catalog, self.clicks, stage, functools.partial(_stands_at, end), self.name)
         table_commits.announce(self.clicks_table)
         metrics.COMMIT_SECONDS.labels(self.clicks_table).observe(time.monotonic() - began)
         metrics.LAST_COMMIT.labels(self.clicks_table).set(time.time())
         self.merges.added(files, self.clicks)
 
-    def _commit_merge(self, removed: list, added: list, properties: dict[str, str]) -> None:
-        """Commit a merge of small files (``file_merges``): a ``replace`` snapshot between two batch commits."""
-        with self._commit_lock:
-            self._java_table.replace(removed, added, properties)
+    def _commit_merge(self, stage) -> None:
+        """Commit a merge of small files (``file_merges``) once, between two batch commits; a lost race raises."""
+        with self._commit_lock, CachedTransaction(self.clicks) as tx:
+            stage(tx)
 
     def _evolve(self, work: list[OffsetRange], target: kafka_offsets.Offsets, done: kafka_offsets.Offsets,
                 now: dt.datetime, planned_at_ms: int) -> BatchStats:
@@ -241,7 +243,6 @@ class ClickIngestJob(KafkaBatchJob):
             result = evolving_batch.write(self.settings, work, self.shape, self.limits,
                                           self.dimensions.current().value, properties, now, planned_at_ms)
             self.clicks = self.catalog.load_table(self.clicks_table)  # the new schema: the tasks get it next
-            self._java_table.refresh()
         self.shape = result.shape
         table_commits.announce(self.clicks_table)
         metrics.LAST_COMMIT.labels(self.clicks_table).set(time.time())
