@@ -18,20 +18,23 @@ class PipelineSettings(BaseModel):
     """Knobs of the Spark jobs."""
 
     trigger_seconds: float = Field(
-        0.25, gt=0,
+        1.0, gt=0,
         description="Micro-batch interval of the click job: a batch starts at most this often, back to back when "
                     "one takes longer. Freshness is about one interval plus one batch (what each interval gives: "
-                    "docs/peers.md). Each batch is one commit and a data file per standing task, which the job "
-                    "merges as it goes (merge_seconds); a longer interval costs less CPU a million events.")
+                    "docs/peers.md). Each batch is one commit (a snapshot every reader's metadata file lists until "
+                    "it expires) and a data file per standing task, which the job merges as it goes "
+                    "(merge_seconds); a shorter interval's commits cost more the more snapshots the table keeps "
+                    "(docs/performance.md).")
     merge_seconds: float = Field(
-        3.0, ge=0,
-        description="The click job merges the data files its batches added to a partition into one this often, "
-                    "and merge_fan_in of those into one, so the partition a reader scans holds a few dozen files "
-                    "between maintenance's passes however short the trigger (pipeline/clicks/file_merges.py). "
-                    "0: the job merges nothing, maintenance alone does.")
+        10.0, ge=0,
+        description="The click job merges the data files its batches added to a partition into one this often "
+                    "(sooner once 4 x merge_fan_in wait), and merge_fan_in of those into one, so the partition a "
+                    "reader scans holds a few dozen files between maintenance's passes however short the trigger "
+                    "(pipeline/clicks/file_merges.py). Each merge is one commit more. 0: the job merges nothing, "
+                    "maintenance alone does.")
     merge_fan_in: int = Field(
-        10, ge=2, description="First-level merged files of a partition the click job merges into one; that file "
-                              "is maintenance's to merge further.")
+        6, ge=2, description="First-level merged files of a partition the click job merges into one; that file "
+                             "is maintenance's to merge further.")
     max_records_per_partition: int = Field(200_000, ge=1, description="Back-pressure cap per partition per batch.")
     cdc_max_records: int = Field(
         200_000, ge=1, description="The CDC apply's cap per partition per batch: what one commit applies at most (an "

@@ -1,17 +1,19 @@
 """The click job's merge of the small files its own batches write, so the day-partition stays small.
 
-At a short trigger every batch adds a data file per standing task: four batches a second
-make eight files a second, more than maintenance's scheduled compaction (a Spark procedure
-at the lowest priority, minutes a pass on a busy machine) can keep up with, and a reader
-opens every one of them. So the job merges its own files as it goes, in two levels:
+Every batch adds a data file per standing task: two a second at a one-second trigger, eight
+at a quarter-second one. Maintenance's scheduled compaction (a Spark procedure at the lowest
+priority, minutes a pass on a busy machine) merges them in a cycle, so the files a reader
+opens rise and fall with it; at the shorter triggers it falls behind. So the job merges its
+own files as it goes, in two levels:
 
-- every ``merge_seconds`` the files its batches added to a partition since the last merge
-  become one file (a lone file is promoted as it is);
+- every ``merge_seconds`` (or once ``4 x merge_fan_in`` wait) the files its batches added to
+  a partition since the last merge become one file (a lone file is promoted as it is);
 - once ``merge_fan_in`` of those are waiting, or ``MERGE_BYTES`` of them, they become one
   file, which is left to maintenance's size tiers from then on.
 
-A day-partition then holds at most about ``merge_seconds`` of batch files, ``merge_fan_in``
-first-level files and what maintenance has not yet merged; maintenance leaves the files the
+A day-partition then holds at most ``merge_seconds`` of batch files (``4 x merge_fan_in`` at
+most), ``merge_fan_in`` first-level files and what maintenance has not yet merged; maintenance
+leaves the files the
 job still owns alone (``PipelineSettings.merge_horizon_seconds``: files whose rows all came
 in more recently than that).
 
@@ -95,7 +97,8 @@ class PendingFiles:
         """The merges due now, their files no longer pending (one batch file alone is promoted, not rewritten)."""
         due = []
         for key, part in self._partitions.items():
-            if part.batch_files and now - part.first_added >= self.merge_seconds:
+            if part.batch_files and (now - part.first_added >= self.merge_seconds
+                                     or len(part.batch_files) >= 4 * self.fan_in):
                 if len(part.batch_files) == 1:
                     part.merged.append(part.batch_files[0])
                 else:
