@@ -2,7 +2,10 @@
 
 For every row: the commit time of the Iceberg snapshot that made it visible minus the time
 it happened upstream.
-- clicks: the Kafka produce timestamp (``produced_at``) -> the click table's snapshot;
+- clicks: the Kafka produce timestamp (``produced_at``) -> the first click-table commit whose
+  recorded Kafka offsets passed the row's offset (each batch's ``append`` snapshot records where
+  the job stands), so the click job's merges of its own files, which move rows into files
+  committed later, do not count;
 - dimensions: the database's ``update_time`` of the row's last change -> the first dimension
   table snapshot that held it (rows changed since the run began; a key changed twice counts
   once). The dimension writer rewrites a file that holds a changed key (copy-on-write), so
@@ -12,10 +15,8 @@ it happened upstream.
   whose batch read the click (each aggregate commit records the newest click batch it
   read, ``lakehouse.clicks-through``).
 
-The file a row lives in is matched to the snapshot that added it through the ``entries``
-metadata table. Entries that manifest merging carried over keep the snapshot that added
-them (status 0, EXISTING), so only removed entries (status 2) are left out. Rows that
-compaction rewrote would count from the compaction: measure runs without maintenance.
+Dimension rows are found in the files each snapshot added, so the runs that measure them keep
+every snapshot (no maintenance).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -33,6 +35,7 @@ from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
 from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from pipeline.aggregates.rollups import THROUGH_PROPERTY
+from pipeline.kafka_source.offsets import OFFSETS_PROPERTY, decode
 
 #: issue 28, goal 4: p95 seconds with the whole system running (capture, dims, clicks, aggregates)
 GOALS_S = {"clicks": 5.0, "dimensions": 5.0, "aggregates": 10.0}
@@ -63,13 +66,6 @@ class Freshness:
                 f"{self.goal_s:g} s: {'met' if self.met else 'NOT met'}")
 
 
-def _added(table: str) -> str:
-    """(file, commit ms) of every live data file of ``table``."""
-    return (f"SELECT e.data_file.file_path AS file, unix_millis(s.committed_at) AS committed_ms "
-            f"FROM {table}.entries e JOIN {table}.snapshots s ON e.snapshot_id = s.snapshot_id "
-            f"WHERE e.status < 2")
-
-
 #: the percentiles a Freshness keeps (1..99): its p50, p95 and p99 are three of them
 PERCENTS = tuple(range(1, 100))
 
@@ -91,12 +87,32 @@ def _quantiles(spark, name: str, tables: str, delays_sql: str) -> Freshness:
 
 
 def clicks(spark, table: str, since_ms: int) -> Freshness:
-    """Produce -> visible, for click rows produced since ``since_ms``."""
-    return _quantiles(spark, "clicks", table, f"""
-        SELECT a.committed_ms - unix_millis(r.produced_at) AS delay_ms
-        FROM (SELECT input_file_name() AS file, produced_at FROM {table}
-              WHERE unix_millis(produced_at) >= {since_ms}) r
-        JOIN ({_added(table)}) a ON r.file = a.file""")
+    """Produce -> visible, for click rows produced since ``since_ms``: each row's offset against the offsets the
+    table's commits recorded, in commit order."""
+    commits = spark.sql(f"SELECT unix_millis(committed_at) AS ms, summary['{OFFSETS_PROPERTY}'] AS offsets "
+                        f"FROM {table}.snapshots WHERE operation = 'append' ORDER BY committed_at").collect()
+    ends: dict[tuple[str, int], tuple[list[int], list[int]]] = {}  # (topic, partition) -> (end offsets, ms)
+    for commit in commits:
+        for topic, parts in decode(commit.offsets).items():
+            for partition, end in parts.items():
+                offsets, times = ends.setdefault((topic, partition), ([], []))
+                if not offsets or end > offsets[-1]:
+                    offsets.append(end)
+                    times.append(commit.ms)
+    rows = spark.sql(f"SELECT kafka_topic, kafka_partition, kafka_offset, unix_millis(produced_at) AS produced_ms "
+                     f"FROM {table} WHERE unix_millis(produced_at) >= {since_ms}").toArrow()
+    delays: list[np.ndarray] = []
+    for (topic, partition), (offsets, times) in ends.items():
+        mine = rows.filter(pc.and_(pc.equal(rows["kafka_topic"], topic), pc.equal(rows["kafka_partition"], partition)))
+        if not mine.num_rows:
+            continue
+        # the first commit whose end offset is past the row's offset made it visible
+        first = np.searchsorted(np.asarray(offsets), mine["kafka_offset"].to_numpy(), side="right")
+        seen = first < len(offsets)
+        delays.append(np.asarray(times)[first[seen]] - mine["produced_ms"].to_numpy()[seen])
+    measured = np.concatenate(delays) if delays else np.array([])
+    curve = [float(x) / 1000 for x in np.percentile(measured, PERCENTS)] if measured.size else []
+    return _measured("clicks", table, curve, int(measured.size))
 
 
 def dimensions(spark, settings: Settings, since_ms: int) -> Freshness:

@@ -184,6 +184,7 @@ class FileMerges:
     def _merge(self, due: list[MergeGroup], metadata, io) -> None:
         """The background thread: the merges as one Spark job (a task per group), then their commit."""
         began = time.monotonic()
+        log.debug("%s: merging %d files in %d groups", self.job_name, sum(len(g.files) for g in due), len(due))
         try:
             sc = self.spark.sparkContext
             sc.setJobGroup(f"{self.job_name}-file-merges", f"{self.job_name}: merge its small files",
@@ -194,6 +195,7 @@ class FileMerges:
             log.warning("%s: merging %d files failed (%s); maintenance merges them instead", self.job_name,
                         sum(len(g.files) for g in due), exc)
             return
+        written = time.monotonic()
         self._batch_committed.clear()
         while not self._batch_committed.wait(0.5):  # right after a batch's commit: the gap before the next one
             if self._stop.is_set():
@@ -214,6 +216,7 @@ class FileMerges:
                     for new in files:
                         replace.add(new)
 
+        committing = time.monotonic()
         try:
             self.commit(stage)
         except (CommitFailedException, ValidationException) as exc:  # maintenance committed meanwhile
@@ -227,6 +230,9 @@ class FileMerges:
         with self._lock:
             for group, files in zip(due, outputs, strict=True):
                 self.pending.add_merged(group, files)
+        log.debug("%s: merged %d files in %d groups: %.3f s to write, %.3f s to commit, %.3f s in all",
+                  self.job_name, sum(len(g.files) for g in due), len(due), written - began,
+                  time.monotonic() - committing, time.monotonic() - began)
         for group in due:
             self.merged += len(group.files)
             metrics.FILES_MERGED.labels(self.job_name, str(group.level)).inc(len(group.files))
