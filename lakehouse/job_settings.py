@@ -26,12 +26,14 @@ class PipelineSettings(BaseModel):
                     "(merge_seconds); a shorter interval's commits cost more the more snapshots the table keeps "
                     "(docs/performance.md).")
     merge_seconds: float = Field(
-        10.0, ge=0,
-        description="The click job merges the data files its batches added to a partition into one this often "
-                    "(sooner once 4 x merge_fan_in wait), and merge_fan_in of those into one, so the partition a "
-                    "reader scans holds a few dozen files between maintenance's passes however short the trigger "
-                    "(pipeline/clicks/file_merges.py). Each merge is one commit more. 0: the job merges nothing, "
-                    "maintenance alone does.")
+        0.0, ge=0,
+        description="When above 0, the click job merges the data files its batches added to a partition into one "
+                    "this often (sooner once 4 x merge_fan_in wait), and merge_fan_in of those into one, so the "
+                    "partition a reader scans holds a few dozen files between maintenance's passes however short "
+                    "the trigger (pipeline/clicks/file_merges.py; for the sub-second triggers, whose files outrun "
+                    "maintenance). The merges run beside the batches at their priority, not maintenance's: on two cores "
+                    "they cost the whole system's freshness more than the files cost readers (docs/performance.md). "
+                    "0 (the default): maintenance alone merges.")
     merge_fan_in: int = Field(
         6, ge=2, description="First-level merged files of a partition the click job merges into one; that file "
                              "is maintenance's to merge further.")

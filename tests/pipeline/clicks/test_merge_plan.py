@@ -1,0 +1,58 @@
+"""Which of the click job's files wait for a merge, and when a merge is due (``PendingFiles``)."""
+
+from __future__ import annotations
+
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.typedef import Record
+
+from pipeline.clicks.file_merges import MERGE_BYTES, MergeGroup, PendingFiles
+
+
+def data_file(name: str, day: int = 20_000, size: int = 10_000) -> DataFile:
+    """A data file of the click table's one partition spec (0) in the day-partition ``day``."""
+    file = DataFile.from_args(content=DataFileContent.DATA, file_path=f"s3://w/{name}.parquet",
+                              file_format=FileFormat.PARQUET, partition=Record(day), record_count=10,
+                              file_size_in_bytes=size)
+    file.spec_id = 0
+    return file
+
+
+def test_a_partitions_batch_files_merge_after_the_interval_and_a_lone_one_is_promoted():
+    pending = PendingFiles(merge_seconds=10, fan_in=3)
+    pending.add_batch_files([data_file("a1"), data_file("b1", day=19_999)], now=0)
+    pending.add_batch_files([data_file("a2")], now=5)
+    assert pending.take_due(now=9) == []
+    due = pending.take_due(now=10)
+    assert [(g.level, g.partition, [f.file_path for f in g.files]) for g in due] == [
+        (0, (0, (20_000,)), ["s3://w/a1.parquet", "s3://w/a2.parquet"])]
+    assert pending.waiting() == 1  # b1, alone in its partition, is promoted to the first level as it is
+    assert pending.take_due(now=100) == []
+
+
+def test_many_batch_files_merge_before_the_interval():
+    pending = PendingFiles(merge_seconds=10, fan_in=3)
+    pending.add_batch_files([data_file(f"f{i}") for i in range(11)], now=0)
+    assert pending.take_due(now=1) == []
+    pending.add_batch_files([data_file("f11")], now=1)  # 4 x fan-in
+    assert [len(g.files) for g in pending.take_due(now=1)] == [12]
+
+
+def test_first_level_files_merge_at_the_fan_in_and_the_second_level_leaves_the_job():
+    pending = PendingFiles(merge_seconds=1, fan_in=3)
+    for i in range(3):
+        group = MergeGroup(0, (0, (20_000,)), (data_file(f"x{i}"), data_file(f"y{i}")))
+        pending.add_merged(group, [data_file(f"m{i}")])
+    due = pending.take_due(now=0)
+    assert [(g.level, len(g.files)) for g in due] == [(1, 3)]
+    pending.add_merged(due[0], [data_file("big")])
+    assert pending.waiting() == 0  # maintenance's from here
+
+
+def test_first_level_files_merge_early_once_their_bytes_reach_the_cap_and_a_large_one_leaves_at_once():
+    pending = PendingFiles(merge_seconds=1, fan_in=10)
+    group = MergeGroup(0, (0, (20_000,)), (data_file("x"), data_file("y")))
+    pending.add_merged(group, [data_file("large", size=MERGE_BYTES)])
+    assert pending.waiting() == 0
+    pending.add_merged(group, [data_file("h1", size=MERGE_BYTES // 2)])
+    pending.add_merged(group, [data_file("h2", size=MERGE_BYTES // 2)])
+    assert [(g.level, len(g.files)) for g in pending.take_due(now=0)] == [(1, 2)]
