@@ -70,42 +70,62 @@ class _Partition:
     batch_files: list = field(default_factory=list)  # added by batches since the last merge
     first_added: float = 0.0  # time.monotonic() the oldest of them was added
     merged: list = field(default_factory=list)  # first-level files waiting for the fan-in
+    first_merged: float = 0.0  # time.monotonic() the oldest of those was added
+
+
+def _bytes(files: list) -> int:
+    return sum(f.file_size_in_bytes for f in files)
 
 
 class PendingFiles:
-    """Which of the job's files wait for a merge, per partition and level; what is due now."""
+    """Which of the job's files wait for a merge, per partition and level; what is due now.
+
+    A file of ``MERGE_BYTES`` or more is never pending (a merge holds its inputs' rows in memory),
+    and a first-level file that waited past the horizon (a partition that went quiet: yesterday's,
+    after midnight) is dropped, since maintenance may take it from then on.
+    """
 
     def __init__(self, merge_seconds: float, fan_in: int):
         self.merge_seconds, self.fan_in = merge_seconds, fan_in
+        self.horizon = merge_seconds * (fan_in + 2)  # PipelineSettings.merge_horizon_seconds
         self._partitions: dict[tuple, _Partition] = {}
 
     def add_batch_files(self, files: list, now: float) -> None:
         for file in files:
+            if file.file_size_in_bytes >= MERGE_BYTES:
+                continue
             part = self._partitions.setdefault(_partition_of(file), _Partition())
             if not part.batch_files:
                 part.first_added = now
             part.batch_files.append(file)
 
-    def add_merged(self, group: MergeGroup, files: list) -> None:
+    def add_merged(self, group: MergeGroup, files: list, now: float) -> None:
         """A finished merge's output: first-level files wait for the fan-in; second-level ones leave the job."""
         if group.level == 0:
-            waiting = [f for f in files if f.file_size_in_bytes < MERGE_BYTES]
-            if waiting:
-                self._partitions.setdefault(group.partition, _Partition()).merged.extend(waiting)
+            self._wait_for_fan_in(group.partition, [f for f in files if f.file_size_in_bytes < MERGE_BYTES], now)
+
+    def _wait_for_fan_in(self, key: tuple, files: list, now: float) -> None:
+        if not files:
+            return
+        part = self._partitions.setdefault(key, _Partition())
+        if not part.merged:
+            part.first_merged = now
+        part.merged.extend(files)
 
     def take_due(self, now: float) -> list[MergeGroup]:
         """The merges due now, their files no longer pending (one batch file alone is promoted, not rewritten)."""
         due = []
         for key, part in self._partitions.items():
-            if part.batch_files and (now - part.first_added >= self.merge_seconds
-                                     or len(part.batch_files) >= 4 * self.fan_in):
+            if part.merged and now - part.first_merged >= self.horizon - self.merge_seconds:
+                part.merged = []  # maintenance's from the horizon on: a merge of them could lose the race
+            if part.batch_files and (now - part.first_added >= self.merge_seconds or _bytes(part.batch_files) >=
+                                     MERGE_BYTES or len(part.batch_files) >= 4 * self.fan_in):
                 if len(part.batch_files) == 1:
-                    part.merged.append(part.batch_files[0])
+                    self._wait_for_fan_in(key, part.batch_files, now)
                 else:
                     due.append(MergeGroup(0, key, tuple(part.batch_files)))
                 part.batch_files = []
-            if len(part.merged) >= self.fan_in or (len(part.merged) > 1 and
-                                                   sum(f.file_size_in_bytes for f in part.merged) >= MERGE_BYTES):
+            if len(part.merged) >= self.fan_in or (len(part.merged) > 1 and _bytes(part.merged) >= MERGE_BYTES):
                 due.append(MergeGroup(1, key, tuple(part.merged)))
                 part.merged = []
         self._partitions = {k: p for k, p in self._partitions.items() if p.batch_files or p.merged}
@@ -151,6 +171,7 @@ class FileMerges:
         self._batch_committed = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._generation = 0  # bumped by forget(): a merge started before it adds nothing to the new pending files
         self.merged = 0  # files the job replaced by merges in this life (tests, logs)
 
     def added(self, files: list, table) -> None:
@@ -164,30 +185,38 @@ class FileMerges:
             if self._thread is not None and self._thread.is_alive():
                 return
             due = self.pending.take_due(time.monotonic())
+            generation = self._generation
         if due:
             # deferred: pyspark: the merge's Spark job must run in the job's scheduler pool (an InheritableThread)
             from pyspark import InheritableThread
-            self._thread = InheritableThread(target=self._merge, args=(due, _slim(table.metadata), table.io),
+            self._thread = InheritableThread(target=self._merge, args=(due, _slim(table.metadata), table.io,
+                                                                        generation),
                                              name=f"{self.job_name}-file-merges", daemon=True)
             self._thread.start()
 
     def forget(self) -> None:
         with self._lock:
             self.pending = PendingFiles(self.pending.merge_seconds, self.pending.fan_in)
+            self._generation += 1
 
     def close(self, timeout: float = 60.0) -> None:
         self._stop.set()
         self._batch_committed.set()
         if self._thread is not None:
+            self.spark.sparkContext.cancelJobGroup(self._group)
             self._thread.join(timeout)
 
-    def _merge(self, due: list[MergeGroup], metadata, io) -> None:
+    @property
+    def _group(self) -> str:
+        return f"{self.job_name}-file-merges"
+
+    def _merge(self, due: list[MergeGroup], metadata, io, generation: int) -> None:
         """The background thread: the merges as one Spark job (a task per group), then their commit."""
         began = time.monotonic()
         log.debug("%s: merging %d files in %d groups", self.job_name, sum(len(g.files) for g in due), len(due))
         try:
             sc = self.spark.sparkContext
-            sc.setJobGroup(f"{self.job_name}-file-merges", f"{self.job_name}: merge its small files",
+            sc.setJobGroup(self._group, f"{self.job_name}: merge its small files",
                            interruptOnCancel=True)
             outputs = (sc.parallelize(due, len(due))
                        .map(functools.partial(merge_group, metadata, dict(io.properties))).collect())
@@ -197,7 +226,10 @@ class FileMerges:
             return
         written = time.monotonic()
         self._batch_committed.clear()
-        while not self._batch_committed.wait(0.5):  # right after a batch's commit: the gap before the next one
+        # right after a batch's commit, the gap before the next one; when no batch commits (an idle stream), at once
+        waited = 0.0
+        while not self._batch_committed.wait(0.5) and waited < self.pending.merge_seconds:
+            waited += 0.5
             if self._stop.is_set():
                 return
         if self._stop.is_set():
@@ -228,8 +260,9 @@ class FileMerges:
                         self.job_name, exc)
             return
         with self._lock:
-            for group, files in zip(due, outputs, strict=True):
-                self.pending.add_merged(group, files)
+            if generation == self._generation:
+                for group, files in zip(due, outputs, strict=True):
+                    self.pending.add_merged(group, files, time.monotonic())
         log.debug("%s: merged %d files in %d groups: %.3f s to write, %.3f s to commit, %.3f s in all",
                   self.job_name, sum(len(g.files) for g in due), len(due), written - began,
                   time.monotonic() - committing, time.monotonic() - began)

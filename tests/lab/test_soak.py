@@ -39,8 +39,7 @@ def test_short_soak_stays_small_fast_and_exact(settings, spark, tmp_path):
     assert result.failures == [], result.failures
     p95s = [x.freshness_p95_s for x in result.samples if not math.isnan(x.freshness_p95_s)]
     assert p95s and max(p95s) < 60  # seconds-fresh throughout, with maintenance committing beside the writer
-    # maintenance worked beside the writer, and was timed (the click job merges its own young files itself)
-    assert sum(x.compact_s + x.expire_s + x.other_maintenance_s for x in result.samples) > 0
+    assert sum(x.compact_s for x in result.samples) > 0  # maintenance worked beside the writer, and was timed
     assert sum(x.maintenance_cpu_s for x in result.samples) > 0  # ... and its process tree's CPU was counted
     assert all(x.writer_cpu_s > 0 for x in result.samples if x.under_load)  # the writer's JVM is found and read
     assert all(x.broker_cpu_s > 0 for x in result.samples if x.under_load)  # ... and the broker, by its port

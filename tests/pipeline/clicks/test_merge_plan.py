@@ -41,18 +41,30 @@ def test_first_level_files_merge_at_the_fan_in_and_the_second_level_leaves_the_j
     pending = PendingFiles(merge_seconds=1, fan_in=3)
     for i in range(3):
         group = MergeGroup(0, (0, (20_000,)), (data_file(f"x{i}"), data_file(f"y{i}")))
-        pending.add_merged(group, [data_file(f"m{i}")])
+        pending.add_merged(group, [data_file(f"m{i}")], now=0)
     due = pending.take_due(now=0)
     assert [(g.level, len(g.files)) for g in due] == [(1, 3)]
-    pending.add_merged(due[0], [data_file("big")])
+    pending.add_merged(due[0], [data_file("big")], now=0)
     assert pending.waiting() == 0  # maintenance's from here
 
 
 def test_first_level_files_merge_early_once_their_bytes_reach_the_cap_and_a_large_one_leaves_at_once():
     pending = PendingFiles(merge_seconds=1, fan_in=10)
     group = MergeGroup(0, (0, (20_000,)), (data_file("x"), data_file("y")))
-    pending.add_merged(group, [data_file("large", size=MERGE_BYTES)])
+    pending.add_merged(group, [data_file("large", size=MERGE_BYTES)], now=0)
     assert pending.waiting() == 0
-    pending.add_merged(group, [data_file("h1", size=MERGE_BYTES // 2)])
-    pending.add_merged(group, [data_file("h2", size=MERGE_BYTES // 2)])
+    pending.add_merged(group, [data_file("h1", size=MERGE_BYTES // 2)], now=0)
+    pending.add_merged(group, [data_file("h2", size=MERGE_BYTES // 2)], now=0)
     assert [(g.level, len(g.files)) for g in pending.take_due(now=0)] == [(1, 2)]
+
+
+def test_large_batch_files_never_wait_and_first_level_files_past_the_horizon_are_left_to_maintenance():
+    pending = PendingFiles(merge_seconds=10, fan_in=3)  # horizon 50 s
+    pending.add_batch_files([data_file("large", size=MERGE_BYTES)], now=0)
+    assert pending.waiting() == 0
+    pending.add_batch_files([data_file("a", size=MERGE_BYTES // 2), data_file("b", size=MERGE_BYTES // 2)], now=0)
+    assert [(g.level, len(g.files)) for g in pending.take_due(now=0)] == [(0, 2)]  # their bytes, before the time
+    group = MergeGroup(0, (0, (20_000,)), (data_file("x"), data_file("y")))
+    pending.add_merged(group, [data_file("m1")], now=0)
+    assert pending.take_due(now=39) == [] and pending.waiting() == 1
+    assert pending.take_due(now=40) == [] and pending.waiting() == 0  # maintenance may take it by the time a merge
