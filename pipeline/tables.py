@@ -33,6 +33,14 @@ SMALL_MERGE_PROPERTIES = {
     "write.delete.distribution-mode": "none",
 }
 
+#: tables only a streaming writer appends to (the click and dead-letter tables: PyIceberg fast appends, which never
+#: merge manifests). A manifest merge inside maintenance's rewrite commit would read every manifest again on each
+#: retry, and each retry races a writer that commits every trigger: at the maintenance's low priority on a busy
+#: machine the rewrite then loses every race until the load stops. `rewrite_manifests` merges them in its own pass.
+APPEND_ONLY_PROPERTIES = {
+    P.MANIFEST_MERGE_ENABLED: "false",
+}
+
 #: dimension tables are upserted by the CDC apply (``pipeline.cdc.apply``, PyIceberg files and commits), merge-on-read
 #: with position deletes it folds itself; Spark's DML on them (rare, by hand) stays copy-on-write
 UPSERT_PROPERTIES = {
@@ -127,12 +135,12 @@ def ensure_clicks_tables(spark, settings: Settings) -> None:
     _namespace(spark, clicks)
     if not spark.catalog.tableExists(clicks):
         spark.sql(f"CREATE TABLE IF NOT EXISTS {clicks} ({CLICKS_COLUMNS}) USING iceberg "
-                  f"PARTITIONED BY (days(event_time)) TBLPROPERTIES ({_props()})")
+                  f"PARTITIONED BY (days(event_time)) TBLPROPERTIES ({_props(APPEND_ONLY_PROPERTIES)})")
         # Local sort per write keeps commits cheap; compaction sorts globally later.
         spark.sql(f"ALTER TABLE {clicks} WRITE LOCALLY ORDERED BY {', '.join(c for c, _ in CLICKS_WRITE_ORDER)}")
     _namespace(spark, dead)
     spark.sql(f"CREATE TABLE IF NOT EXISTS {dead} ({DEAD_LETTER_COLUMNS}) USING iceberg "
-              f"PARTITIONED BY (days(ingest_time)) TBLPROPERTIES ({_props()})")
+              f"PARTITIONED BY (days(ingest_time)) TBLPROPERTIES ({_props(APPEND_ONLY_PROPERTIES)})")
 
 
 def ensure_daily_table(spark, settings: Settings) -> None:

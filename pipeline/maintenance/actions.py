@@ -89,9 +89,13 @@ class Actions:
         return result
 
     def _rewrite(self, action: str, table: str, sort: bool, min_file_bytes: int, where: str | None) -> ActionResult:
+        # One commit per rewrite, no partial progress: Iceberg's partial-progress commit service polls its queues
+        # without sleeping while a group waits (apache/iceberg#12086), a whole core at the maintenance's priority
+        # that its own rewrite tasks then wait behind. Partial progress would keep part of a rewrite that loses a race:
+        # the click and dead-letter writers only append, and the live aggregates replace their small tables whole,
+        # so there is no part to keep.
         options = {"min-input-files": "2", "min-file-size-bytes": str(min_file_bytes),
-                   "target-file-size-bytes": str(self.settings.target_file_mb * 1024 * 1024),
-                   "partial-progress.enabled": "true", "partial-progress.max-commits": "10"}
+                   "target-file-size-bytes": str(self.settings.target_file_mb * 1024 * 1024)}
         filters = {"where": f'"{where}"'} if where else {}
         rows = self.call("rewrite_data_files", table=self._name(table),
                          strategy="'sort'" if sort else "'binpack'", options=_map(options), **filters)

@@ -35,6 +35,7 @@ def managed_tables(settings: Settings) -> list[str]:
 class _Pass:
     """What one pass has done so far."""
     scan: str | None  # the table whose orphan scan this pass may run
+    clicks_seen: float = 0.0  # when the click table was last maintained (monotonic s)
     merged: bool = False  # a merge ran: no orphan scan after it in this pass
     done: int = 0
     errors: list[BaseException] = field(default_factory=list)
@@ -78,22 +79,15 @@ class MaintenanceJob:
     def run_once(self) -> int:
         """One pass; returns the number of actions that committed something.
 
-        The click table comes first, and again after any other table once an interval has
-        passed since its last look: it is the one every reader scans and the writers add a file
-        to each second, and in the CI soak's first pass (a cold JVM at nice 19) the dead-letter
-        table's compaction alone took 51 s while the click table's small files reached 114.
+        The click table comes first, and again between any other table's actions once an
+        interval has passed since its last look: it is the one every reader scans and the writers
+        add a file to each trigger, while a cold pass at the maintenance's low priority can spend
+        longer on the other tables than the click table takes to gather its fan-in of small files.
         """
         self.results = []
-        self._pass = _Pass(scan=self._orphan_scan_due())
-        hot_checked = time.monotonic()
+        self._pass = _Pass(scan=self._orphan_scan_due(), clicks_seen=time.monotonic())
         for table in sorted(self.tables, key=lambda t: t != self.clicks):
             self._maintain(table)
-            if table == self.clicks:
-                hot_checked = time.monotonic()
-            elif self.clicks in self.tables and \
-                    time.monotonic() - hot_checked >= self.settings.maintenance.interval_seconds:
-                self._maintain(self.clicks)
-                hot_checked = time.monotonic()
         done, errors = self._pass.done, self._pass.errors
         if errors and not done:
             raise errors[-1]  # nothing worked: let the loop back off (object store or metastore away)
@@ -120,13 +114,25 @@ class MaintenanceJob:
                 log.warning("maintenance %s on %s: %s (%s)", action, table, outcome, str(exc).splitlines()[0])
                 if outcome == "failed":
                     this_pass.errors.append(exc)
-                continue
-            if action == "remove_orphans":
-                self._orphans_last[table] = time.monotonic()
-                this_pass.scan = None
-            metrics.MAINTENANCE_RUNS.labels(table, action, "done").inc()
-            self.results.append((table, result))
-            this_pass.done += 1
+            else:
+                if action == "remove_orphans":
+                    self._orphans_last[table] = time.monotonic()
+                    this_pass.scan = None
+                metrics.MAINTENANCE_RUNS.labels(table, action, "done").inc()
+                self.results.append((table, result))
+                this_pass.done += 1
+            if table != self.clicks:
+                self._look_at_the_clicks_again()
+        if table == self.clicks:
+            this_pass.clicks_seen = time.monotonic()
+
+    def _look_at_the_clicks_again(self) -> None:
+        """Maintain the click table between another table's actions once an interval has passed since its last look."""
+        this_pass = self._pass
+        if self.clicks not in self.tables or \
+                time.monotonic() - this_pass.clicks_seen < self.settings.maintenance.interval_seconds:
+            return
+        self._maintain(self.clicks)
 
     def _orphan_scan_due(self) -> str | None:
         """The one table whose orphan scan this pass may run: the longest overdue, if any is.
