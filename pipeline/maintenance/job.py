@@ -132,6 +132,7 @@ class MaintenanceJob:
         if self.clicks not in self.tables or \
                 time.monotonic() - this_pass.clicks_seen < self.settings.maintenance.interval_seconds:
             return
+        this_pass.clicks_seen = time.monotonic()  # also when the click table is not there yet
         self._maintain(self.clicks)
 
     def _orphan_scan_due(self) -> str | None:
