@@ -34,6 +34,13 @@ class PipelineSettings(BaseModel):
                     "maintenance). The merges run beside the batches at their priority, not maintenance's: on two cores "
                     "they cost the whole system's freshness more than the files cost readers (docs/performance.md). "
                     "0 (the default): maintenance alone merges.")
+    dead_letter_seconds: float = Field(
+        5.0, ge=0,
+        description="How long the click job's dead letters wait to be committed together: the dead letters of every "
+                    "batch in this span go in one commit of the dead-letter table, in the background (a commit after "
+                    "each batch costs the driver as much as the batch's own commit). They reach the table at most "
+                    "this much later than their batch's clicks; a crash leaves this span's batches to be read again "
+                    "from Kafka for their dead letters. 0: a commit after every batch that has any.")
     merge_fan_in: int = Field(
         6, ge=2, description="First-level merged files of a partition the click job merges into one; that file "
                              "is maintenance's to merge further.")

@@ -120,13 +120,14 @@ class SoakResult:
         return (last - first) / first if first else 0.0
 
 
-def _shape(spark, table: str) -> tuple[int, int, int, int, int]:
+def _shape(spark, table: str) -> tuple[int, int, int, int, int, int]:
     row = spark.sql(
         f"SELECT (SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM {table}.data_files GROUP BY partition)) "
         f"AS worst, (SELECT count(*) FROM {table}.data_files) AS files, "
         f"(SELECT count(*) FROM {table}.delete_files) AS deletes, (SELECT count(*) FROM {table}.snapshots) AS snaps, "
+        f"(SELECT count(*) FROM {table}.snapshots WHERE operation = 'append') AS appends, "
         f"(SELECT coalesce(sum(length), 0) FROM {table}.manifests) AS manifest_bytes").first()
-    return row.worst, row.files, row.deletes, row.snaps, row.manifest_bytes
+    return row.worst, row.files, row.deletes, row.snaps, row.appends, row.manifest_bytes
 
 
 def _metadata_bytes(catalog, table: str) -> int:
@@ -204,7 +205,7 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
             finished = producer.poll() is not None
             time.sleep(0 if finished else min(every, max(0.0, duration - (time.monotonic() - began))) or every)
             under_load = producer.poll() is None
-            worst, files, deletes, snaps, manifest_bytes = _shape(spark, table)
+            worst, files, deletes, snaps, appends, manifest_bytes = _shape(spark, table)
             committed = spark.table(table).count()
             now = E2E_LATENCY.counts(s.catalog.clicks_table)
             maintenance_now, batches_now = probe.seconds_so_far(), batch_times()
@@ -218,11 +219,13 @@ def run_soak(settings: Settings, rate: float, duration: float, every: float, out
                             under_load=under_load, query_cpu_ms=cost.cpu_ms,
                             writer_cpu_s=round(max(0.0, cpu_now[0] - cpu_seen[0]), 1),
                             maintenance_cpu_s=round(max(0.0, cpu_now[1] - cpu_seen[1]), 1),
-                            broker_cpu_s=round(max(0.0, cpu_now[2] - cpu_seen[2]), 1), metadata_bytes=metadata_bytes)
+                            broker_cpu_s=round(max(0.0, cpu_now[2] - cpu_seen[2]), 1), metadata_bytes=metadata_bytes,
+                            appends=appends)
             seen, maintenance_seen, batches_seen, cpu_seen = now, maintenance_now, batches_now, cpu_now
             samples.append(sample)
             progress(f"  t={sample.elapsed_s:>6.0f}s rows={committed:>9,} files/partition={worst:>3} "
-                     f"deletes={deletes} snapshots={snaps:>3} metadata={metadata_bytes / 1024:,.0f} KiB "
+                     f"deletes={deletes} snapshots={snaps:>3} ({appends} batch appends) "
+                     f"metadata={metadata_bytes / 1024:,.0f} KiB "
                      f"manifests={manifest_bytes / 1024:,.0f} KiB "
                      f"queries={sample.query_ms:,.0f} ms ({sample.query_cpu_ms:,.0f} ms CPU) "
                      f"freshness p95={sample.freshness_p95_s} s "

@@ -38,6 +38,7 @@ class Sample:
     write_s_mean: float = 0.0  # ... fetching, validating, enriching, writing the files and committing (one Spark job)
     dead_letters_s_mean: float = 0.0  # ... writing dead letters (pipeline.metrics.BATCH_PHASE_SECONDS)
     metadata_bytes: int = 0  # the click table's current metadata file: every commit writes it, every new reader parses it
+    appends: int = 0  # of the snapshots, the click batches' appends (the rest: the job's merges and maintenance's rewrites)
 
 
 def write_samples(samples: list[Sample], csv_path: Path) -> None:

@@ -2,22 +2,27 @@
 
 A dead-letter commit after the click commit would cost a second read of the batch from
 Kafka, a second parse and a commit on every batch's critical path. So the tasks carry
-the bad records back (``batch_stats``), and the commit runs in a thread of its own while the
-next batch plans and writes. The click commit's ``lakehouse.dead-letters-done`` marker names the start of
-the oldest batch whose dead letters may still be in flight, so a crash at any point
-leaves a catch-up of at most two batches, read again from Kafka on recovery.
+the bad records back (``batch_stats``), and the dead letters of the batches of the last
+``pipeline.dead_letter_seconds`` are committed together in a thread of its own while the next
+batches plan and write. The click commit's ``lakehouse.dead-letters-done`` marker names the start of
+the oldest batch whose dead letters are not committed yet, so a crash at any point leaves a
+catch-up of those batches, read again from Kafka on recovery.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.clicks.batch_stats import BadRecords
+from pipeline.clicks.batch_stats import CARRY_BYTES, BadRecords, BatchStats
 from pipeline.kafka_source.offsets import Offsets
+from pipeline.kafka_source.ranges import OffsetRange
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
@@ -54,33 +59,86 @@ def dead_letter_rows(parsed: pa.Table, committed: Offsets, now: dt.datetime) -> 
     })
 
 
-class BackgroundCommits:
-    """One commit at a time in a thread of its own; a failure is raised to the caller's next ``settle``."""
+@dataclass
+class Owed:
+    """One committed batch's dead letters, not yet in the dead-letter table."""
 
-    def __init__(self, name: str):
+    work: list[OffsetRange]  # the batch's ranges: read again when its tasks could not carry every bad record back
+    stats: BatchStats  # what its tasks carried back (``bad``, or ``overflow``)
+    end: Offsets  # the batch's end offsets: the dead-letter table's position once they are in
+    topic_ids: dict[str, str]
+    now: dt.datetime  # the batch's ingest time
+
+
+class DeadLetterQueue:
+    """The dead letters of the batches since the last dead-letter commit, committed together every ``seconds``.
+
+    A commit costs the driver about what a batch's click commit does, so committing after every batch
+    would double the driver's commits at a short trigger. The batches' dead letters wait in memory
+    (bounded by ``CARRY_BYTES``) and go in one commit once the oldest has waited ``seconds``, in a
+    thread of its own, one commit at a time and in batch order. ``owed_from`` is the start of the oldest
+    batch whose dead letters are not in the table yet: what the click commits record as done, and where
+    a recovery reads the topics again. A failed commit is raised to the caller's next ``settle``.
+    """
+
+    def __init__(self, name: str, seconds: float, write: Callable[[list[Owed]], None]):
         self._pool = ThreadPoolExecutor(1, thread_name_prefix=name)
-        self._pending: tuple[Future, Offsets] | None = None
+        self._seconds, self._write = seconds, write
+        self._owed: list[Owed] = []
+        self._owed_from: Offsets = {}  # the oldest owed batch's start, while any is owed
+        self._owed_since = 0.0
+        self._in_flight: tuple[Future, Offsets] | None = None
+
+    @property
+    def owed_from(self) -> Offsets | None:
+        """The start offsets of the oldest batch whose dead letters are not committed (in flight or waiting)."""
+        if self._in_flight:
+            return self._in_flight[1]
+        return self._owed_from if self._owed else None
 
     @property
     def in_flight_from(self) -> Offsets | None:
-        """The start offsets of the batch whose commit has not been settled yet, if any."""
-        return self._pending[1] if self._pending else None
+        """The start offsets of the oldest batch in the commit that has not been settled yet, if any."""
+        return self._in_flight[1] if self._in_flight else None
 
-    def submit(self, write, batch_start: Offsets) -> None:
-        """Run ``write()`` after the previous write (settled first: its failure is raised here)."""
+    def add(self, owed: Owed, batch_start: Offsets) -> None:
+        """Owe ``owed``; commit what is owed if it is due (one topic log per commit: a recreated topic waits)."""
+        if self._owed and self._owed[-1].topic_ids != owed.topic_ids:
+            self.flush()
+        if not self._owed:
+            self._owed_from, self._owed_since = batch_start, time.monotonic()
+        self._owed.append(owed)
+        self.flush_if_due()
+
+    def flush_if_due(self) -> None:
+        """Commit what is owed once the oldest has waited ``seconds`` or it holds ``CARRY_BYTES``."""
+        if self._owed and (time.monotonic() - self._owed_since >= self._seconds
+                           or sum(x.stats.bad_bytes for x in self._owed) >= CARRY_BYTES):
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit what is owed now, after the commit in flight (settled first: its failure is raised here)."""
         self.settle(wait=True)
-        self._pending = (self._pool.submit(write), batch_start)
+        if self._owed:
+            owed, self._owed = self._owed, []
+            self._in_flight = (self._pool.submit(self._write, owed), self._owed_from)
+
+    def drop(self) -> None:
+        """Forget what is owed: a recovery reads it again from the topics (from the table's recorded position)."""
+        self._owed = []
 
     def settle(self, wait: bool) -> None:
-        """Forget a finished write, raising its error; with ``wait``, finish the one in flight first."""
-        if self._pending is None or (not wait and not self._pending[0].done()):
+        """Forget a finished commit, raising its error; with ``wait``, finish the one in flight first."""
+        if self._in_flight is None or (not wait and not self._in_flight[0].done()):
             return
-        future, _ = self._pending
-        self._pending = None
+        future, _ = self._in_flight
+        self._in_flight = None
         future.result()
 
     def close(self) -> None:
+        """Commit what is owed and wait for it."""
         try:
+            self.flush()
             self.settle(wait=True)
         finally:
             self._pool.shutdown(wait=True)

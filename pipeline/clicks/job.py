@@ -10,11 +10,11 @@ cost more than the batch's work at short triggers (docs/performance.md).
 
 Each commit carries the batch's end offsets: the click table's offsets are where the job
 resumes. It also records ``lakehouse.dead-letters-done``: offsets up to which every dead
-letter is already in the dead-letter table (the start of this batch, or of the batch whose
-dead letters are still in flight). Dead letters come back from the tasks and are committed
-in the background while the next batch runs (``pipeline.clicks.dead_letters``). A crash
-between the commits leaves at most two batches of dead letters unwritten; the first batch
-after ``recover`` reads exactly those again and writes only them, since a dead-letter write
+letter is already in the dead-letter table (the start of this batch, or of the oldest batch whose
+dead letters are not committed yet). Dead letters come back from the tasks and are committed
+together every ``pipeline.dead_letter_seconds`` in the background while the next batches run
+(``pipeline.clicks.dead_letters``). A crash leaves the dead letters of those batches unwritten;
+the first batch after ``recover`` reads exactly those again and writes only them, since a dead-letter write
 keeps only records past the offsets *its* table committed. Both tables receive every record
 exactly once.
 
@@ -44,7 +44,7 @@ from pipeline import metrics, table_commits
 from pipeline.cdc.dimension_tables import ensure_dimension_tables
 from pipeline.clicks import evolving_batch
 from pipeline.clicks.batch_stats import BatchStats, observe_latency
-from pipeline.clicks.dead_letters import BackgroundCommits, carried_table, dead_letter_rows
+from pipeline.clicks.dead_letters import DeadLetterQueue, Owed, carried_table, dead_letter_rows
 from pipeline.clicks.evolution import ARROW_TYPES, Shape
 from pipeline.clicks.file_merges import FileMerges
 from pipeline.clicks.task import ClickShare, ClickTask, ClickWork
@@ -79,7 +79,8 @@ class ClickIngestJob(KafkaBatchJob):
         self.tables = [self.clicks_table, self.dead_table]
         self.catalog = pyiceberg_catalog(settings)
         self._dead_catalog = pyiceberg_catalog(settings)  # the background thread's own: a client is not shared
-        self._background = BackgroundCommits("clicks-dead-letters")
+        self._dead_letters = DeadLetterQueue("clicks-dead-letters", settings.pipeline.dead_letter_seconds,
+                                             self._write_dead_letters)
         #: held by every use of ``self.catalog`` and ``self.clicks``'s commits: the file merges commit from a thread
         self._commit_lock = threading.Lock()
         self.merges = FileMerges(spark, settings.pipeline.merge_seconds, settings.pipeline.merge_fan_in,
@@ -96,9 +97,10 @@ class ClickIngestJob(KafkaBatchJob):
         batch read survives it.
         """
         try:
-            self._background.settle(wait=True)  # the tables, read next, must not move under us
+            self._dead_letters.settle(wait=True)  # the tables, read next, must not move under us
         except Exception as exc:  # noqa: BLE001 - what it did not write, the catch-up below writes
             log.warning("clicks: the last dead-letter commit failed (%s); writing them again", exc)
+        self._dead_letters.drop()  # what was owed, the catch-up below reads again
         self.dimensions.invalidate()
         self.merges.forget()  # the files of a failed life are maintenance's
         with self._commit_lock:
@@ -140,7 +142,7 @@ class ClickIngestJob(KafkaBatchJob):
     def close(self) -> None:
         try:
             self.merges.close()
-            self._background.close()
+            self._dead_letters.close()
         finally:
             try:
                 if self.tasks is not None:
@@ -150,8 +152,10 @@ class ClickIngestJob(KafkaBatchJob):
                 self.stream.close()
 
     def before_plan(self) -> None:
-        """Raise a failed background dead-letter commit; after a recovery, write the dead letters it owes."""
+        """Raise a failed background dead-letter commit; commit the owed ones if due; after a recovery, write the
+        dead letters it owes."""
         self._settle_dead_letters(wait=False)
+        self._dead_letters.flush_if_due()  # also when no batch comes: an idle stream's dead letters are not kept
         if self._dead_letters_done is not None:
             self._catch_up_dead_letters(self._dead_letters_done)
             self._dead_letters_done = None
@@ -160,9 +164,9 @@ class ClickIngestJob(KafkaBatchJob):
         """The batch's ranges to the standing tasks, their files committed with the batch's end offsets."""
         planned_at_ms = int(time.time() * 1000)
         metrics.BATCH_PHASE_SECONDS.labels("plan").observe(batch.planned_at - batch.began)
-        # Every dead letter before this batch's start is committed (recover() or the last batch wrote it),
-        # unless an earlier batch's are still in flight: then only up to that batch's start.
-        done = self._background.in_flight_from or batch.start
+        # Every dead letter before this batch's start is committed (recover() or the earlier batches wrote it),
+        # unless an earlier batch's are still owed: then only up to that batch's start.
+        done = self._dead_letters.owed_from or batch.start
         now = dt.datetime.now(dt.timezone.utc)
         shares = self._run_tasks(batch, now, planned_at_ms)
         if shares is None:
@@ -176,10 +180,8 @@ class ClickIngestJob(KafkaBatchJob):
         committed_at_ms = int(time.time() * 1000)
         metrics.BATCH_PHASE_SECONDS.labels("write").observe(time.monotonic() - batch.planned_at)
         if counted.dead:
-            topic_ids = dict(self.stream.topic_ids)
-            self._settle_dead_letters(wait=True)  # one dead-letter commit at a time, in batch order
-            self._background.submit(lambda: self._write_dead_letters(batch.work, batch.end, topic_ids, counted, now),
-                                    batch.start)
+            self._settle_dead_letters(wait=False)  # a failed commit is raised before more is owed
+            self._dead_letters.add(Owed(batch.work, counted, batch.end, dict(self.stream.topic_ids), now), batch.start)
         observe_latency(self.clicks_table, counted.ages.items(), committed_at_ms - planned_at_ms)
         for phase, seconds in counted.task_seconds.items():
             metrics.TASK_PHASE_SECONDS.labels(self.name, phase).inc(seconds)
@@ -254,11 +256,12 @@ class ClickIngestJob(KafkaBatchJob):
 
     def _settle_dead_letters(self, wait: bool) -> None:
         """Raise the error of a finished background dead-letter commit (its batch is caught up after recovery)."""
-        in_flight = self._background.in_flight_from
+        in_flight = self._dead_letters.in_flight_from
         try:
-            self._background.settle(wait)
+            self._dead_letters.settle(wait)
         except Exception:
-            self._dead_letters_done = in_flight
+            self._dead_letters_done = in_flight  # the catch-up reads from there, the owed batches too
+            self._dead_letters.drop()
             raise
 
     def _catch_up_dead_letters(self, done: kafka_offsets.Offsets) -> None:
@@ -271,8 +274,8 @@ class ClickIngestJob(KafkaBatchJob):
                  "cut off", sum(r.size for r in ranges))
         ids = self.stream.topic_ids
         same_log = kafka_offsets.in_current_log(self.committed, self.committed_ids, ids)
-        self._commit_dead_letters(self._read_again(ranges), same_log, {t: ids[t] for t in same_log if t in ids},
-                                  dt.datetime.now(dt.timezone.utc))
+        self._commit_dead_letters([(self._read_again(ranges), dt.datetime.now(dt.timezone.utc))], same_log,
+                                  {t: ids[t] for t in same_log if t in ids})
 
     def _read_again(self, ranges: list[OffsetRange]) -> pa.Table:
         """The invalid records of ``ranges``, read and parsed again on the driver (a batch's dead letters when they
@@ -284,20 +287,22 @@ class ClickIngestJob(KafkaBatchJob):
                                   fetch_wait_ms=kafka.fetch_wait_max_ms)
             for parsed in (parse_batch(raw, self.limits, shape=self.shape),)], schema=parsed_schema(self.shape))
 
-    def _write_dead_letters(self, work: list[OffsetRange], target: kafka_offsets.Offsets,
-                            topic_ids: dict[str, str], counted: BatchStats, now: dt.datetime) -> None:
-        """The background commit of one batch's dead letters: carried back by its tasks, or read again."""
+    def _write_dead_letters(self, owed: list[Owed]) -> None:
+        """The background commit of some batches' dead letters: carried back by their tasks, or read again."""
         began = time.monotonic()
-        bad = self._read_again(work) if counted.overflow else carried_table(counted.bad)
-        self._commit_dead_letters(bad, target, topic_ids, now)
+        last = owed[-1]
+        self._commit_dead_letters(
+            [(self._read_again(x.work) if x.stats.overflow else carried_table(x.stats.bad), x.now) for x in owed],
+            last.end, last.topic_ids)
         metrics.BATCH_PHASE_SECONDS.labels("dead_letters").observe(time.monotonic() - began)
 
-    def _commit_dead_letters(self, parsed: pa.Table, target: kafka_offsets.Offsets, topic_ids: dict[str, str],
-                             now: dt.datetime) -> None:
-        """Commit the dead letters in ``parsed`` past the dead-letter table's offsets, with ``target``."""
+    def _commit_dead_letters(self, parsed: list[tuple[pa.Table, dt.datetime]], target: kafka_offsets.Offsets,
+                             topic_ids: dict[str, str]) -> None:
+        """Commit the dead letters in each ``parsed`` table (with its ingest time) past the dead-letter table's
+        offsets, with ``target``."""
         # Dead letters committed in an earlier life of a topic say nothing about offsets in its new log.
         same_log = kafka_offsets.in_current_log(self.dead_committed, self.dead_committed_ids, topic_ids)
-        rows = dead_letter_rows(parsed, same_log, now)
+        rows = pa.concat_tables([dead_letter_rows(table, same_log, now) for table, now in parsed])
         if rows.num_rows:
             def stage(tx) -> None:
                 tx.append(rows, snapshot_properties=kafka_offsets.commit_properties(target, topic_ids))

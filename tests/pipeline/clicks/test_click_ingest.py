@@ -43,7 +43,7 @@ def test_valid_events_land_once_and_bad_ones_in_dead_letter(spark, click_setting
 class StopsBeforeDeadLetters(ClickIngestJob):
     """A job that dies between a batch's click commit and its dead-letter commit (the crash window)."""
 
-    def _commit_dead_letters(self, parsed, target, topic_ids, now):
+    def _commit_dead_letters(self, parsed, target, topic_ids):
         raise RuntimeError("killed between the two commits")
 
 
@@ -113,9 +113,9 @@ def test_dead_letters_of_a_batch_cut_short_are_written_on_recovery(spark, click_
 class SlowDeadLetters(ClickIngestJob):
     """Dead-letter commits that take 3 s: the next batch commits while they are in flight."""
 
-    def _commit_dead_letters(self, parsed, target, topic_ids, now):
+    def _commit_dead_letters(self, parsed, target, topic_ids):
         time.sleep(3)
-        return super()._commit_dead_letters(parsed, target, topic_ids, now)
+        return super()._commit_dead_letters(parsed, target, topic_ids)
 
 
 def test_a_click_commit_claims_dead_letters_done_only_up_to_the_batch_still_in_flight(spark, click_settings,
@@ -125,6 +125,7 @@ def test_a_click_commit_claims_dead_letters_done_only_up_to_the_batch_still_in_f
     from pipeline.tables import DEAD_DONE_PROPERTY
 
     clicks, dead_table = click_settings.catalog.clicks_table, click_settings.catalog.dead_letter_table
+    click_settings.pipeline.dead_letter_seconds = 0  # each batch's dead letters committed after it
     producer.send(300, bad_share=0.1)
     job = SlowDeadLetters(spark, click_settings)
     try:
@@ -148,6 +149,46 @@ def test_a_click_commit_claims_dead_letters_done_only_up_to_the_batch_still_in_f
     finally:
         restarted.close()
     assert len(rows(spark, dead_table)) == len(dead)
+
+
+def test_the_dead_letters_of_several_batches_go_in_one_commit_and_a_crash_reads_them_again(spark, click_settings,
+                                                                                             producer):
+    from pipeline.kafka_source.offsets import decode
+    from pipeline.snapshot_properties import latest_property
+    from pipeline.tables import DEAD_DONE_PROPERTY
+
+    clicks, dead_table = click_settings.catalog.clicks_table, click_settings.catalog.dead_letter_table
+    click_settings.pipeline.dead_letter_seconds = 3600  # owed until the job closes
+    crashing = StopsBeforeDeadLetters(spark, click_settings)
+    first_start = crashing.committed
+    for _ in range(3):
+        producer.send(300, bad_share=0.1)
+        assert crashing.run_once() > 0
+    assert len(rows(spark, clicks)) == len(producer.sent.valid) and len(rows(spark, dead_table)) == 0
+    claimed = decode(latest_property(spark, clicks, DEAD_DONE_PROPERTY))  # the oldest owed batch's start
+    assert all(claimed.get(t, {}).get(p, 0) == first_start.get(t, {}).get(p, 0)
+               for t, parts in claimed.items() for p in parts), (claimed, first_start)
+    with pytest.raises(RuntimeError, match="between the two commits"):
+        crashing.close()  # closing commits what is owed: here that commit dies
+
+    click_settings.pipeline.dead_letter_seconds = 1
+    job = ClickIngestJob(spark, click_settings)
+    try:
+        assert job.run_once() == 0  # the catch-up reads the three batches again and writes their dead letters
+        assert sorted(bytes(r.raw) for r in rows(spark, dead_table)) == sorted(producer.sent.bad)
+        commits_before = spark.table(f"{dead_table}.snapshots").count()
+        producer.send(300, bad_share=0.1)
+        assert job.run_once() > 0
+        deadline = time.monotonic() + 30  # an idle stream's owed dead letters are committed once due
+        while time.monotonic() < deadline and len(rows(spark, dead_table)) < len(producer.sent.bad):
+            job.run_once()
+            time.sleep(0.2)
+    finally:
+        job.close()
+    dead = rows(spark, dead_table)
+    assert sorted(bytes(r.raw) for r in dead) == sorted(producer.sent.bad)
+    assert len({(r.kafka_partition, r.kafka_offset) for r in dead}) == len(dead)
+    assert spark.table(f"{dead_table}.snapshots").count() == commits_before + 1
 
 
 def test_table_layout(spark, click_settings, producer):
