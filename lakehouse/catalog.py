@@ -41,12 +41,12 @@ def java_catalog_properties(settings: Settings) -> dict[str, str]:
     }
 
 
-def pyiceberg_catalog(settings: Settings):
-    """A PyIceberg HiveCatalog on the shared metastore."""
+def pyiceberg_catalog(settings: Settings, kind: type | None = None):
+    """A PyIceberg HiveCatalog on the shared metastore (``kind``: a subclass of it to make instead)."""
     # deferred: pyiceberg loads pyarrow: only for callers that open a catalog
     from pyiceberg.catalog.hive import HiveCatalog
 
-    return HiveCatalog(
+    return (kind or HiveCatalog)(
         settings.catalog.name,
         uri=settings.metastore.uri,
         warehouse=settings.s3.warehouse,

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import typer
+from hive_metastore.ThriftHiveMetastore import Client
 from pyiceberg.catalog import MetastoreCatalog
-from pyiceberg.catalog.hive import HiveCatalog
+from pyiceberg.catalog.hive import HiveCatalog, _HiveClient
 
 from lab.soak.run import run_soak
 from lakehouse.settings import load_settings
@@ -42,6 +43,11 @@ TIMED = (
     (MetastoreCatalog, "_update_and_stage_table", "hive commit: apply updates"),
     (MetastoreCatalog, "_write_metadata", "hive commit: write metadata"),
     (HiveCatalog, "_wait_for_lock", "hive commit: wait for the lock"),
+    (_HiveClient, "__enter__", "hive commit: metastore connection"),
+    (Client, "lock", "hive commit: metastore lock"),
+    (Client, "get_table", "hive commit: metastore get_table"),
+    (Client, "alter_table_with_environment_context", "hive commit: metastore alter_table"),
+    (Client, "unlock", "hive commit: metastore unlock"),
 )
 
 

@@ -56,7 +56,7 @@ from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.ranges import OffsetRange
 from pipeline.kafka_source.stream import KafkaStream
 from pipeline.lake_writer.catalog_tables import commit_once, newest_summary_with
-from pipeline.lake_writer.pyiceberg_internals import CachedTransaction
+from pipeline.lake_writer.pyiceberg_internals import CachedTransaction, HeldMetadataHiveCatalog
 from pipeline.standing_tasks import StandingTasks, driver_address
 from pipeline.tables import CLICKS_FIXED_COLUMNS, DEAD_DONE_PROPERTY, ensure_clicks_tables
 
@@ -77,8 +77,10 @@ class ClickIngestJob(KafkaBatchJob):
         self.limits = Limits.of(settings)
         self.clicks_table, self.dead_table = cat.clicks_table, cat.dead_letter_table
         self.tables = [self.clicks_table, self.dead_table]
-        self.catalog = pyiceberg_catalog(settings)
-        self._dead_catalog = pyiceberg_catalog(settings)  # the background thread's own: a client is not shared
+        # catalogs that do not read back the metadata file of their own last commit
+        self.catalog = pyiceberg_catalog(settings, HeldMetadataHiveCatalog)
+        # the background thread's own: a client is not shared
+        self._dead_catalog = pyiceberg_catalog(settings, HeldMetadataHiveCatalog)
         self._dead_letters = DeadLetterQueue("clicks-dead-letters", settings.pipeline.dead_letter_seconds,
                                              self._write_dead_letters)
         #: held by every use of ``self.catalog`` and ``self.clicks``'s commits: the file merges commit from a thread

@@ -1,23 +1,33 @@
 """The one module that imports PyIceberg's private classes; the lake writer uses them through the names here.
 
 PyIceberg (0.x) has no public row delta and no transaction that keeps its staged metadata, so
-the lake writer builds on four private pieces, imported here and nowhere else: the fast-append
+the lake writer builds on five private pieces, imported here and nowhere else: the fast-append
 snapshot producer (``RowDelta`` extends it with delete manifests), the overwrite producer, the
-writer of Arrow rows as data files, and the function that applies a staged update to table
-metadata. ``RowDelta`` (``row_delta``) also overrides the fast-append producer's private hooks. A
-PyIceberg upgrade that moves these breaks this module and that class, and the writer's tests say so at once.
+writer of Arrow rows as data files, the function that applies a staged update to table
+metadata, and the Hive catalog's conversion of a metastore entry into a table (which
+``HeldMetadataHiveCatalog`` overrides). ``RowDelta`` (``row_delta``) also overrides the fast-append
+producer's private hooks. A PyIceberg upgrade that moves these breaks this module and that class,
+and the writer's tests say so at once.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
+from hive_metastore.ttypes import Table as HiveTable
+from pyiceberg.catalog.hive import HiveCatalog
 from pyiceberg.io.pyarrow import _dataframe_to_data_files as data_files_of
-from pyiceberg.table import Transaction
+from pyiceberg.table import CommitTableResponse, Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import _apply_table_update, _TableMetadataUpdateContext
 from pyiceberg.table.update.snapshot import _FastAppendFiles as FastAppendFiles
 from pyiceberg.table.update.snapshot import _OverwriteFiles as OverwriteFiles
 
-__all__ = ["CachedTransaction", "FastAppendFiles", "OverwriteFiles", "data_files_of"]
+__all__ = ["CachedTransaction", "FastAppendFiles", "HeldMetadataHiveCatalog", "OverwriteFiles", "data_files_of"]
+
+#: the metastore's parameter naming a table's current metadata file
+METADATA_LOCATION = "metadata_location"
 
 
 class CachedTransaction(Transaction):
@@ -42,3 +52,45 @@ class CachedTransaction(Transaction):
                 metadata = _apply_table_update(update, metadata, context)
             self._cached = (key, metadata)
         return self._cached[1]
+
+
+class HeldMetadataHiveCatalog(HiveCatalog):
+    """PyIceberg's Hive catalog, without reading again a metadata file it has just written or read.
+
+    A Hive commit reads the table's current metadata file from the object store and parses it,
+    under the metastore's lock, to check the commit's requirements; so does every load. A metadata
+    file is never changed and its name is unique, so while the metastore points at a location
+    this catalog wrote or read, the metadata it holds for it is the file's content: it is used
+    instead (the newest ``HELD`` are kept). A writer that commits every fraction of a second reads
+    back its own last commit each time otherwise.
+    """
+
+    HELD = 4
+
+    def __init__(self, name: str, **properties: str):
+        super().__init__(name, **properties)
+        self._held: OrderedDict[str, TableMetadata] = OrderedDict()
+        self._held_lock = threading.Lock()  # a job's threads share a catalog (the file merges commit from one)
+
+    def _convert_hive_into_iceberg(self, table: HiveTable) -> Table:
+        location = (table.parameters or {}).get(METADATA_LOCATION)
+        with self._held_lock:
+            metadata = self._held.get(location) if location else None
+        if metadata is None:
+            loaded = super()._convert_hive_into_iceberg(table)
+            self._hold(loaded.metadata_location, loaded.metadata)
+            return loaded
+        return Table(identifier=(table.dbName, table.tableName), metadata=metadata, metadata_location=location,
+                     io=self._load_file_io(metadata.properties, location), catalog=self)
+
+    def commit_table(self, table: Table, requirements: tuple, updates: tuple) -> CommitTableResponse:
+        response = super().commit_table(table, requirements, updates)
+        self._hold(response.metadata_location, response.metadata)
+        return response
+
+    def _hold(self, location: str, metadata: TableMetadata) -> None:
+        with self._held_lock:
+            self._held[location] = metadata
+            self._held.move_to_end(location)
+            while len(self._held) > self.HELD:
+                self._held.popitem(last=False)
