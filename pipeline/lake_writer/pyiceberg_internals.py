@@ -76,7 +76,7 @@ class HeldMetadataHiveCatalog(HiveCatalog):
         location = (table.parameters or {}).get(METADATA_LOCATION)
         with self._held_lock:
             metadata = self._held.get(location) if location else None
-        if metadata is None:
+        if metadata is None or location is None:
             loaded = super()._convert_hive_into_iceberg(table)
             self._hold(loaded.metadata_location, loaded.metadata)
             return loaded
