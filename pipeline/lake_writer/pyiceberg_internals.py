@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Any
 
 from hive_metastore.ttypes import Table as HiveTable
 from pyiceberg.catalog.hive import HiveCatalog
 from pyiceberg.io.pyarrow import _dataframe_to_data_files as data_files_of
 from pyiceberg.table import CommitTableResponse, Table, Transaction
-from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.metadata import TableMetadata, TableMetadataV1, TableMetadataV2, TableMetadataV3
 from pyiceberg.table.update import _apply_table_update, _TableMetadataUpdateContext
 from pyiceberg.table.update.snapshot import _FastAppendFiles as FastAppendFiles
 from pyiceberg.table.update.snapshot import _OverwriteFiles as OverwriteFiles
@@ -54,6 +55,45 @@ class CachedTransaction(Transaction):
         return self._cached[1]
 
 
+class _NotDeepCopied:
+    """Mixed into a table metadata class: a deep copy of a frozen model that no update changes in place is itself."""
+
+    def __deepcopy__(self, memo=None):
+        return self
+
+
+class SharedTableMetadataV1(_NotDeepCopied, TableMetadataV1):
+    pass
+
+
+class SharedTableMetadataV2(_NotDeepCopied, TableMetadataV2):
+    pass
+
+
+class SharedTableMetadataV3(_NotDeepCopied, TableMetadataV3):
+    pass
+
+
+_SHARED: dict[type, Any] = {TableMetadataV1: SharedTableMetadataV1, TableMetadataV2: SharedTableMetadataV2,
+                            TableMetadataV3: SharedTableMetadataV3}
+
+
+def shared_metadata(metadata: TableMetadata) -> TableMetadata:
+    """``metadata`` as an instance of a subclass whose deep copy is the instance itself.
+
+    PyIceberg deep-copies the whole table metadata at the end of every commit it stages
+    (``update_table_metadata``), in case a later update changes it in place; every metadata model
+    is frozen and every update makes new lists, so nothing does. The copy is the largest part of a
+    commit's Python time, and it grows with the snapshots kept. Metadata derived from this instance
+    by an update keeps its class, so a writer's commits never copy it again. (Module-level classes:
+    the click job sends the metadata to its tasks, pickled.)
+    """
+    shared = _SHARED.get(type(metadata))
+    if shared is None:  # shared already, or a format this module does not know: copied as PyIceberg does
+        return metadata
+    return shared.model_construct(_fields_set=metadata.model_fields_set, **dict(metadata))
+
+
 class HeldMetadataHiveCatalog(HiveCatalog):
     """PyIceberg's Hive catalog, without reading again a metadata file it has just written or read.
 
@@ -62,7 +102,8 @@ class HeldMetadataHiveCatalog(HiveCatalog):
     file is never changed and its name is unique, so while the metastore points at a location
     this catalog wrote or read, the metadata it holds for it is the file's content: it is used
     instead (the newest ``HELD`` are kept). A writer that commits every fraction of a second reads
-    back its own last commit each time otherwise.
+    back its own last commit each time otherwise. The metadata it loads is ``shared_metadata``: its
+    commits do not deep-copy it.
     """
 
     HELD = 4
@@ -78,6 +119,7 @@ class HeldMetadataHiveCatalog(HiveCatalog):
             metadata = self._held.get(location) if location else None
         if metadata is None or location is None:
             loaded = super()._convert_hive_into_iceberg(table)
+            loaded.metadata = shared_metadata(loaded.metadata)
             self._hold(loaded.metadata_location, loaded.metadata)
             return loaded
         return Table(identifier=(table.dbName, table.tableName), metadata=metadata, metadata_location=location,
@@ -85,7 +127,7 @@ class HeldMetadataHiveCatalog(HiveCatalog):
 
     def commit_table(self, table: Table, requirements: tuple, updates: tuple) -> CommitTableResponse:
         response = super().commit_table(table, requirements, updates)
-        self._hold(response.metadata_location, response.metadata)
+        self._hold(response.metadata_location, shared_metadata(response.metadata))
         return response
 
     def _hold(self, location: str, metadata: TableMetadata) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import uuid
 
 import pyarrow as pa
@@ -48,6 +49,7 @@ def test_its_own_commits_are_not_read_back_and_another_writers_are(settings, met
         table.append(rows(i))
     assert metadata_reads == []
     assert held.load_table(name).metadata_location == table.metadata_location and metadata_reads == []
+    assert pickle.loads(pickle.dumps(table.metadata)) == table.metadata  # the click job sends it to its tasks
 
     other = plain.load_table(name)  # another writer commits: the metastore points at a file the catalog never saw
     other.append(rows(5))
