@@ -87,7 +87,7 @@ class DeadLetterQueue:
         self._owed: list[Owed] = []
         self._owed_from: Offsets = {}  # the oldest owed batch's start, while any is owed
         self._owed_since = 0.0
-        self._in_flight: tuple[Future, Offsets] | None = None
+        self._in_flight: tuple[Future, Offsets, dict[str, str]] | None = None  # the commit, from, topic ids
 
     @property
     def owed_from(self) -> Offsets | None:
@@ -100,6 +100,15 @@ class DeadLetterQueue:
     def in_flight_from(self) -> Offsets | None:
         """The start offsets of the oldest batch in the commit that has not been settled yet, if any."""
         return self._in_flight[1] if self._in_flight else None
+
+    def finish_other_logs(self, topic_ids: dict[str, str]) -> None:
+        """Commit and wait for the dead letters owed from another log of the topics (one was deleted and created
+        again): ``owed_from`` names offsets in one log only, so a click commit in the new log must not claim
+        done from an offset in the old one (a recovery would read the new log from there). Rare: a wait is fine."""
+        logs = [x.topic_ids for x in self._owed] + ([self._in_flight[2]] if self._in_flight else [])
+        if any(ids != topic_ids for ids in logs):
+            self.flush()
+            self.settle(wait=True)
 
     def add(self, owed: Owed, batch_start: Offsets) -> None:
         """Owe ``owed``; commit what is owed if it is due (one topic log per commit: a recreated topic waits)."""
@@ -121,19 +130,28 @@ class DeadLetterQueue:
         self.settle(wait=True)
         if self._owed:
             owed, self._owed = self._owed, []
-            self._in_flight = (self._pool.submit(self._write, owed), self._owed_from)
+            self._in_flight = (self._pool.submit(self._write, owed), self._owed_from, owed[-1].topic_ids)
 
     def drop(self) -> None:
         """Forget what is owed: a recovery reads it again from the topics (from the table's recorded position)."""
         self._owed = []
 
     def settle(self, wait: bool) -> None:
-        """Forget a finished commit, raising its error; with ``wait``, finish the one in flight first."""
+        """Forget a finished commit, raising its error; with ``wait``, finish the one in flight first.
+
+        A failed commit drops what is owed too: a later commit of the batches after it would move the
+        dead-letter table's offsets past the failed ones, and the catch-up (from the position the click
+        table recorded) would then skip them. The catch-up writes them all instead.
+        """
         if self._in_flight is None or (not wait and not self._in_flight[0].done()):
             return
-        future, _ = self._in_flight
+        future = self._in_flight[0]
         self._in_flight = None
-        future.result()
+        try:
+            future.result()
+        except BaseException:
+            self.drop()
+            raise
 
     def close(self) -> None:
         """Commit what is owed and wait for it."""

@@ -94,9 +94,9 @@ class ClickIngestJob(KafkaBatchJob):
     def recover(self) -> None:
         """(Re)load where each table stands (the tables are the only checkpoint) and start the tasks afresh.
 
-        If a crash came between the last batch's two commits, its dead letters are written at
-        the start of the next batch. The dimension snapshot is dropped too, so nothing a failed
-        batch read survives it.
+        The dead letters of the batches since the position the click table records as done (owed
+        when the job stopped, or in a commit that failed) are written at the start of the next batch.
+        The dimension snapshot is dropped too, so nothing a failed batch read survives it.
         """
         try:
             self._dead_letters.settle(wait=True)  # the tables, read next, must not move under us
@@ -166,11 +166,12 @@ class ClickIngestJob(KafkaBatchJob):
         """The batch's ranges to the standing tasks, their files committed with the batch's end offsets."""
         planned_at_ms = int(time.time() * 1000)
         metrics.BATCH_PHASE_SECONDS.labels("plan").observe(batch.planned_at - batch.began)
-        # Every dead letter before this batch's start is committed (recover() or the earlier batches wrote it),
-        # unless an earlier batch's are still owed: then only up to that batch's start.
-        done = self._dead_letters.owed_from or batch.start
         now = dt.datetime.now(dt.timezone.utc)
         shares = self._run_tasks(batch, now, planned_at_ms)
+        # Every dead letter before this batch's start is committed (recover() or the earlier batches wrote it),
+        # unless an earlier batch's are still owed: then only up to that batch's start (in this log of the topics).
+        self._dead_letters.finish_other_logs(dict(self.stream.topic_ids))
+        done = self._dead_letters.owed_from or batch.start
         if shares is None:
             counted = self._evolve(batch.work, batch.end, done, now, planned_at_ms)
         else:
@@ -263,17 +264,17 @@ class ClickIngestJob(KafkaBatchJob):
             self._dead_letters.settle(wait)
         except Exception:
             self._dead_letters_done = in_flight  # the catch-up reads from there, the owed batches too
-            self._dead_letters.drop()
             raise
 
     def _catch_up_dead_letters(self, done: kafka_offsets.Offsets) -> None:
-        """Write the dead letters between ``done`` and the click offsets (two batches at most; none normally)."""
+        """Write the dead letters between ``done`` and the click offsets (the batches of the last
+        ``pipeline.dead_letter_seconds`` at most; none normally)."""
         ranges = self.stream.ranges_since(done, kafka_offsets.Position(self.committed, self.committed_ids))
         if not ranges:
             return
-        # Normal after any restart: the last batch's dead-letter commit cannot be told from "it had none".
-        log.info("clicks: reading the last committed batch again (%d records) for dead letters its stop may have "
-                 "cut off", sum(r.size for r in ranges))
+        # Normal after any restart: the last batches' owed dead letters cannot be told from "they had none".
+        log.info("clicks: reading the last committed batches again (%d records) for dead letters their stop may "
+                 "have cut off", sum(r.size for r in ranges))
         ids = self.stream.topic_ids
         same_log = kafka_offsets.in_current_log(self.committed, self.committed_ids, ids)
         self._commit_dead_letters([(self._read_again(ranges), dt.datetime.now(dt.timezone.utc))], same_log,

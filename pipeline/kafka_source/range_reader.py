@@ -70,6 +70,8 @@ class RangeReader:
                 tp = (str(msg.topic()), int(msg.partition() or 0))
                 err = msg.error()
                 if err is not None:
+                    if self._stale(tp, err.code(), msg.offset()):
+                        continue
                     if err.code() != KafkaError._PARTITION_EOF:
                         raise RangeReadError(f"{tp[0]}[{tp[1]}] at {self._next.get(tp)}: {err}")
                     self._eof[tp] = msg.offset() or 0
@@ -85,6 +87,13 @@ class RangeReader:
                                      f"{self._next[tp]} in {self.timeout_s:.0f}s; the broker may be down or have "
                                      "lost records")
         return pa.RecordBatch.from_pydict(cols, schema=RAW_SCHEMA)
+
+    def _stale(self, tp: tuple[str, int], code: int, offset: int | None) -> bool:
+        """Whether an offset-out-of-range error is about a position the reader has left: the consumer's prefetch at
+        the end of an earlier range can fail after the topic was deleted and created again (its new log is shorter),
+        and the error is delivered after the reader assigned the partition afresh at the new range's start."""
+        return (code == KafkaError._AUTO_OFFSET_RESET and tp in self._next and offset is not None and offset >= 0
+                and offset != self._next[tp])
 
     def _place(self, cols: dict[str, list], msg, end: int) -> None:
         """A record of this batch (before ``end``) into ``cols``; a later one kept for the next batch.

@@ -70,4 +70,3 @@ def test_short_soak_stays_small_fast_and_exact(settings, spark, tmp_path):
     kept = (m.snapshot_retention_minutes * 60 + m.interval_seconds + longest_pass) / s.pipeline.trigger_seconds
     late = [x for x in result.samples if x.elapsed_s > m.snapshot_retention_minutes * 60 + 2 * m.interval_seconds]
     assert late and max(x.appends for x in late) <= kept + m.retain_last_snapshots, ([x.appends for x in late], kept)
-    assert all(x.appends <= x.snapshots for x in late)  # the appends were counted among the table's snapshots

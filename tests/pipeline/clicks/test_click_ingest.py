@@ -176,19 +176,72 @@ def test_the_dead_letters_of_several_batches_go_in_one_commit_and_a_crash_reads_
     try:
         assert job.run_once() == 0  # the catch-up reads the three batches again and writes their dead letters
         assert sorted(bytes(r.raw) for r in rows(spark, dead_table)) == sorted(producer.sent.bad)
-        commits_before = spark.table(f"{dead_table}.snapshots").count()
+        commits = spark.table(f"{dead_table}.snapshots").count()
         producer.send(300, bad_share=0.1)
         assert job.run_once() > 0
         deadline = time.monotonic() + 30  # an idle stream's owed dead letters are committed once due
         while time.monotonic() < deadline and len(rows(spark, dead_table)) < len(producer.sent.bad):
-            job.run_once()
+            assert job.run_once() == 0
             time.sleep(0.2)
+        assert sorted(bytes(r.raw) for r in rows(spark, dead_table)) == sorted(producer.sent.bad)
+        assert spark.table(f"{dead_table}.snapshots").count() == commits + 1
     finally:
         job.close()
+
+    click_settings.pipeline.dead_letter_seconds = 3600  # three batches owed, then one commit when the job closes
+    job = ClickIngestJob(spark, click_settings)
+    try:
+        for _ in range(3):
+            producer.send(300, bad_share=0.1)
+            assert job.run_once() > 0
+        assert spark.table(f"{dead_table}.snapshots").count() == commits + 1
+    finally:
+        job.close()
+    assert spark.table(f"{dead_table}.snapshots").count() == commits + 2
     dead = rows(spark, dead_table)
     assert sorted(bytes(r.raw) for r in dead) == sorted(producer.sent.bad)
     assert len({(r.kafka_partition, r.kafka_offset) for r in dead}) == len(dead)
-    assert spark.table(f"{dead_table}.snapshots").count() == commits_before + 1
+
+
+class FailsOnce(ClickIngestJob):
+    """A dead-letter commit that fails once, while later batches' dead letters wait."""
+
+    failed = False
+
+    def _commit_dead_letters(self, parsed, target, topic_ids):
+        if not FailsOnce.failed:
+            FailsOnce.failed = True
+            time.sleep(1)  # still in flight when the next batches commit and owe theirs
+            raise RuntimeError("the metastore went away")
+        return super()._commit_dead_letters(parsed, target, topic_ids)
+
+
+def test_a_failed_dead_letter_commit_leaves_no_later_one_to_skip_its_batches(spark, click_settings, producer):
+    """The failure surfaces while later batches are owed; closing then must not commit those (their offsets would
+    move the dead-letter table past the failed batch's), so the next start writes all of them."""
+    clicks, dead_table = click_settings.catalog.clicks_table, click_settings.catalog.dead_letter_table
+    click_settings.pipeline.dead_letter_seconds = 0  # a commit per batch: the failure is met by the next one's
+    job = FailsOnce(spark, click_settings)
+    try:
+        producer.send(300, bad_share=0.1)
+        assert job.run_once() > 0  # its dead letters' commit fails in the background, a second later
+        with pytest.raises(RuntimeError, match="went away"):
+            for _ in range(3):
+                producer.send(300, bad_share=0.1)
+                job.run_once()  # a later batch meets the failure once it is due: after its own click commit
+                time.sleep(1.2)
+    finally:
+        job.close()  # what was owed when the failure came is not committed
+    assert len(rows(spark, dead_table)) == 0
+    again = ClickIngestJob(spark, click_settings)
+    try:
+        drain(again)
+    finally:
+        again.close()
+    dead = rows(spark, dead_table)
+    assert sorted(bytes(r.raw) for r in dead) == sorted(producer.sent.bad)
+    assert len({(r.kafka_partition, r.kafka_offset) for r in dead}) == len(dead)
+    assert {r.event_id for r in rows(spark, clicks)} == set(producer.sent.valid)
 
 
 def test_table_layout(spark, click_settings, producer):
