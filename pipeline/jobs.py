@@ -14,7 +14,8 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lakehouse.settings import MetricsSettings, Settings
+from lakehouse.service_settings import MetricsSettings
+from lakehouse.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -41,11 +41,11 @@ from lakehouse.catalog import pyiceberg_catalog
 from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.capture.schema_history import SchemaRecord, SchemaWatch
-from pipeline.cdc.apply import Target, targets
 from pipeline.cdc.changes import parse_changes
 from pipeline.cdc.dimension_tables import ensure_dimension_tables
 from pipeline.cdc.images import after_images, image_struct, newest_per_key
 from pipeline.cdc.table_evolution import HISTORY_PROPERTY, plan, stage
+from pipeline.cdc.targets import Target, targets
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
 from pipeline.kafka_source.stream import KafkaStream

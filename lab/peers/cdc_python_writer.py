@@ -27,7 +27,7 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.table.snapshots import Operation
 
-from lakehouse.settings import MaintenanceSettings
+from lakehouse.job_settings import MaintenanceSettings
 from pipeline.capture.schema_history import SchemaRecord
 from pipeline.cdc.images import after_fields, after_images, newest_per_key
 from pipeline.cdc.table_evolution import HISTORY_PROPERTY, ColumnEvolution, plan, stage

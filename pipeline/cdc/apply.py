@@ -6,7 +6,7 @@ N): partition *p* holds buckets *p*, *p* + P, ... of every table (each bucket's 
 live files). The state is built in one wave of P tasks, one a core, so each executor holds the
 share of it its cores are of the whole, and keeps it on its local disk (``held_state``): what
 Spark caches for a partition is only a small ``Held``, whose block keeps the partition's next
-task on that executor. A batch is one Spark job:
+task on that executor. A batch is one Spark job (the tasks' functions: ``tasks``):
 
 1. **read**: tasks fetch the batch's planned Kafka ranges (``kafka_source.stream.PartitionReader``), decode the
    envelopes (``cdc.changes``) and cut them by key bucket. A small batch is read by every
@@ -44,12 +44,9 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 
-import pyarrow as pa
 from py4j.protocol import Py4JJavaError
 from pyspark import RDD, StorageLevel
-from pyspark.accumulators import AccumulatorParam
 from pyspark.serializers import BatchedSerializer, CPickleSerializer
 from pyspark.sql import SparkSession
 
@@ -58,12 +55,13 @@ from lakehouse.errors import FatalError
 from lakehouse.settings import Settings
 from pipeline import metrics
 from pipeline.capture.schema_history import SchemaRecord, SchemaWatch
-from pipeline.cdc.buckets import BUCKET_FIELD, Outcome, TableWork, apply, bucket_count, build
+from pipeline.cdc.buckets import BUCKET_FIELD, Outcome, TableWork, bucket_count
 from pipeline.cdc.change_reading import ChangeReading, by_bucket
 from pipeline.cdc.dimension_tables import ensure_dimension_tables
-from pipeline.cdc.held_state import Held, StateNotHere, claim, keep, scratch
+from pipeline.cdc.held_state import StateNotHere
 from pipeline.cdc.table_evolution import HISTORY_PROPERTY, plan, stage
 from pipeline.cdc.targets import Target, targets
+from pipeline.cdc.tasks import Outcomes, build_state, read_and_step, step
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
 from pipeline.kafka_source.stream import KafkaStream
@@ -78,58 +76,6 @@ log = logging.getLogger(__name__)
 #: one element per batch of pickled data: a state partition holds one ``Held`` and a shuffled changes partition one
 #: dict, and two RDDs zip without a re-serializing pass only when their serializers are equal
 ONE = BatchedSerializer(CPickleSerializer(), 1)
-
-
-class _Outcomes(AccumulatorParam):
-    """Each bucket task's outcomes, by bucket: a task run twice reports the same bucket once."""
-
-    def zero(self, value):
-        return {}
-
-    def addInPlace(self, value1, value2):
-        value1.update(value2)
-        return value1
-
-
-def _step(works: dict[str, TableWork], outcomes):
-    """The apply stage's function: (the partition's held state, its buckets' changes) in, the state after the batch
-    out — claimed from the executor's disk, changed, and kept there as the next version (``held_state``)."""
-
-    def run(pair: tuple[Held, dict[int, dict[str, pa.Table]]]) -> Held:
-        held, changes = pair
-        state = claim(held)
-        for number, tables in state.items():
-            mine = changes.get(number, {})
-            outcomes.add({number: {topic: apply(tables[topic], work, mine.get(topic))
-                                   for topic, work in works.items() if topic in tables}})
-        return keep(state, Path(held.directory), held.version + 1)
-
-    return run
-
-
-def _read_and_step(reading: ChangeReading, works: dict[str, TableWork], outcomes):
-    """The one-stage batch: each state partition's task reads the whole batch and keeps its own buckets' changes."""
-    step = _step(works, outcomes)
-
-    def run(helds):
-        for held in helds:
-            changes = by_bucket(list(reading.read(range(len(reading.groups)), only=set(held.buckets))))
-            yield step((held, changes))
-
-    return run
-
-
-def _build(works: dict[str, TableWork], fold_files: int, generation: str):
-    """The recovery's function: a partition's buckets read from their live files, kept on this executor's disk."""
-
-    def run(item: tuple[int, dict[int, dict[str, list]]]) -> Held:
-        partition, buckets = item
-        state = {number: {topic: build(number, work, tasks.get(topic, []), number * fold_files // work.buckets)
-                          for topic, work in works.items() if number < work.buckets}
-                 for number, tasks in buckets.items()}
-        return keep(state, scratch(generation, partition), 0)
-
-    return run
 
 
 def _reason(error: Py4JJavaError) -> str:
@@ -155,7 +101,7 @@ class DimensionApplyJob(KafkaBatchJob):
         self.catalogs = {topic: pyiceberg_catalog(settings) for topic in self.targets}
         self._threads = ThreadPoolExecutor(len(self.targets), thread_name_prefix="dims")
         self.policy = FoldPolicy()
-        self.outcomes = self.sc.accumulator({}, _Outcomes())
+        self.outcomes = self.sc.accumulator({}, Outcomes())
         self.state: RDD | None = None
         self.buckets = {topic: self._bucketed(topic) for topic in self.targets}
         self.recover()
@@ -179,7 +125,7 @@ class DimensionApplyJob(KafkaBatchJob):
         self.partitions = max(1, min(buckets, self.sc.defaultParallelism))
         parts = [(p, {b: per_bucket[b] for b in range(p, buckets, self.partitions)}) for p in range(self.partitions)]
         state = self.sc.parallelize(parts, self.partitions) \
-            .map(_build(works, self.policy.fold_files, uuid.uuid4().hex))._reserialize(ONE)
+            .map(build_state(works, self.policy.fold_files, uuid.uuid4().hex))._reserialize(ONE)
         self._swap(self._checkpointed(state))
         log.info("dims: key state of %s buckets in %d partitions built in %.1fs",
                  ", ".join(f"{self.targets[t].table}: {n}" for t, n in self.buckets.items()), self.partitions,
@@ -309,9 +255,9 @@ class DimensionApplyJob(KafkaBatchJob):
             changes = self.sc.parallelize(range(len(reading.groups)), max(1, len(reading.groups))) \
                 .mapPartitions(reading.read).partitionBy(self.partitions, lambda bucket: bucket) \
                 .glom().map(by_bucket)._reserialize(ONE)
-            batch_state = self.state.zip(changes).map(_step(works, self.outcomes))
+            batch_state = self.state.zip(changes).map(step(works, self.outcomes))
         else:
-            batch_state = self.state.mapPartitions(_read_and_step(reading, works, self.outcomes))
+            batch_state = self.state.mapPartitions(read_and_step(reading, works, self.outcomes))
         return self._checkpointed(batch_state._reserialize(ONE))
 
     def _reading(self, batch: Batch, works: dict[str, TableWork]) -> ChangeReading:
