@@ -5,7 +5,7 @@ batch that decodes each batch as it is fetched (``transform``), and may read on 
 range (``ahead_bytes``). A child process that read ahead while the apply wrote was measured no
 faster on two cores and is gone (docs/cdc.md, "A reader process, measured").
 
-Ranges are read exactly, [start, end), as ``fetch.read_range`` reads them: a batch read again
+Ranges are read exactly, [start, end), as ``pipeline.kafka_source.range_reader`` reads them: a batch read again
 after a crash holds the same records. When the next request starts where the last one ended
 (the normal case) the records read ahead are handed out first; any other start (a recovery,
 a new log) assigns that partition afresh and drops what was read ahead of it. What is read
@@ -29,7 +29,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, TopicPartition
 
 from lakehouse import kafka_clients
-from pipeline.kafka_source.fetch import RAW_SCHEMA, RangeReadError, records_batch
+from pipeline.kafka_source.range_reader import RAW_SCHEMA, RangeReadError, records_batch
 from pipeline.kafka_source.ranges import OffsetRange
 
 log = logging.getLogger(__name__)

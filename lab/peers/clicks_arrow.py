@@ -39,9 +39,8 @@ from pipeline.clicks.validate import RESERVED_NAMES, Limits, parse_batch, parsed
 from pipeline.dimensions import DimensionCache
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
-from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.range_reader import RangeReader
-from pipeline.kafka_source.stream import KafkaStream
+from pipeline.kafka_source.stream import KafkaStream, RangePartition
 from pipeline.lake_writer.catalog_tables import commit_attempts, commit_once, newest_summary_with
 from pipeline.lake_writer.pyiceberg_internals import CachedTransaction
 from pipeline.tables import CLICKS_FIXED_COLUMNS, DEAD_DONE_PROPERTY
@@ -113,9 +112,8 @@ class ArrowClickJob(KafkaBatchJob):
         log.info("clicks: reading the last committed batch again (%d records) for dead letters its stop may have "
                  "cut off", sum(r.size for r in ranges))
         parsed = pa.Table.from_batches([  # none at all if the ranges hold no data records (only markers)
-            parse_batch(raw, self.limits, shape=self.shape) for r in ranges
-            for raw in read_range(self.settings.kafka.bootstrap, r.topic, r.partition, r.start, r.end,
-                                  fetch_wait_ms=self.settings.kafka.fetch_wait_max_ms)], schema=parsed_schema(self.shape))
+            parse_batch(raw, self.limits, shape=self.shape)
+            for raw in self.stream.reader.read(RangePartition(tuple(ranges)))], schema=parsed_schema(self.shape))
         self._write_dead_letters(parsed, same_log, dt.datetime.now(dt.timezone.utc))
 
     def write(self, batch: Batch) -> int:

@@ -34,8 +34,8 @@ from pipeline.clicks.batch_stats import BatchStats, count_batch
 from pipeline.clicks.evolution import ARROW_TYPES, Change, Shape, decide
 from pipeline.clicks.validate import Limits, parse_batch
 from pipeline.dimensions import Dimensions, enrich_batch
-from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.ranges import OffsetRange
+from pipeline.kafka_source.stream import PartitionReader, RangePartition
 from pipeline.lake_writer.catalog_tables import commit_attempts
 from pipeline.tables import CLICKS_FROM_EVENT, CLICKS_WRITE_ORDER
 
@@ -123,9 +123,8 @@ def stage_changes(tx, table, changes: list[Change], entry: dict) -> dict[str, st
 def write(settings: Settings, ranges: list[OffsetRange], shape: Shape, limits: Limits, dims: Dimensions,
           properties: dict[str, str], now: dt.datetime, planned_at_ms: int) -> EvolvedBatch:
     """Read, decide, parse and commit one evolving batch; its dead letters come back in the stats."""
-    raws = [batch for r in ranges
-            for batch in read_range(settings.kafka.bootstrap, r.topic, r.partition, r.start, r.end,
-                                    fetch_wait_ms=settings.kafka.fetch_wait_max_ms)]
+    raws = list(PartitionReader(settings.kafka.bootstrap, settings.kafka.fetch_wait_max_ms)
+                .read(RangePartition(tuple(ranges))))
     batches, changes, evolved = parse(raws, shape, limits, dims)
     stats = BatchStats()
     for batch in batches:

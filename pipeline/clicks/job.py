@@ -52,9 +52,8 @@ from pipeline.clicks.validate import RESERVED_NAMES, Limits, parse_batch, parsed
 from pipeline.dimensions import DimensionCache
 from pipeline.kafka_source import offsets as kafka_offsets
 from pipeline.kafka_source.batch_job import Batch, KafkaBatchJob
-from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.ranges import OffsetRange
-from pipeline.kafka_source.stream import KafkaStream
+from pipeline.kafka_source.stream import KafkaStream, RangePartition
 from pipeline.lake_writer.catalog_tables import commit_once, newest_summary_with
 from pipeline.lake_writer.pyiceberg_internals import CachedTransaction, HeldMetadataHiveCatalog
 from pipeline.standing_tasks import StandingTasks, driver_address
@@ -283,11 +282,8 @@ class ClickIngestJob(KafkaBatchJob):
     def _read_again(self, ranges: list[OffsetRange]) -> pa.Table:
         """The invalid records of ``ranges``, read and parsed again on the driver (a batch's dead letters when they
         were not carried back); only those are kept, read by read."""
-        kafka = self.settings.kafka
         return pa.Table.from_batches([  # none at all if the ranges hold no data records (only markers)
-            parsed.filter(pc.is_valid(parsed["error"])) for r in ranges
-            for raw in read_range(kafka.bootstrap, r.topic, r.partition, r.start, r.end,
-                                  fetch_wait_ms=kafka.fetch_wait_max_ms)
+            parsed.filter(pc.is_valid(parsed["error"])) for raw in self.stream.reader.read(RangePartition(tuple(ranges)))
             for parsed in (parse_batch(raw, self.limits, shape=self.shape),)], schema=parsed_schema(self.shape))
 
     def _write_dead_letters(self, owed: list[Owed]) -> None:

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from lakehouse.contract import ContractField, click_contract
 from pipeline.clicks.evolution import ARROW_TYPES, INT32, SchemaChangeNeeded, Shape, fit, value_kind
-from pipeline.kafka_source.fetch import RAW_SCHEMA
+from pipeline.kafka_source.range_reader import RAW_SCHEMA
 from pipeline.tables import CLICKS_FIXED_COLUMNS
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ in the five roles of Spark 4's ``DataSourceStreamReader``.
 - *latest offset*: each partition's last stable offset, capped per partition (``planner.Planner``);
 - *partitions*: the batch's offset ranges cut into one partition a core (``ranges.balance``);
 - *read*: each partition fetched in a Spark task into Arrow, exactly ``[start, end)`` of each range, so a
-  retried task reads the same records (``stream.PartitionReader``, ``fetch``);
+  retried task reads the same records (``stream.PartitionReader``, ``range_reader.RangeReader``);
 - *commit*: the end offsets written in the same Iceberg snapshot as the rows.
 
 ``batch_job.KafkaBatchJob`` plays them once a micro-batch for the click ingestion and the CDC apply.

@@ -6,8 +6,8 @@
 - ``latest_offset``: each partition's last stable offset from there, capped per partition (``Planner``);
 - ``partitions``: a batch's ranges cut into one ``RangePartition`` a core (``ranges.balance``);
 - ``read``: a partition's records, exactly ``[start, end)`` of each range, as Arrow record batches, in a
-  Spark task (``PartitionReader.read``: a consumer a read, for the CDC apply's tasks of one batch;
-  ``range_reader.RangeReader``: one consumer kept, for the click job's standing tasks);
+  Spark task, by ``range_reader.RangeReader`` (``PartitionReader.read``: a consumer a read, for the CDC
+  apply's tasks of one batch and the driver's reads again; the click job's standing tasks keep theirs);
 - ``commit``: the end offsets as the snapshot-summary entries of the commit that writes the rows.
 
 It is not registered as a Spark streaming source (``spark.readStream.format``): Spark's streaming engine
@@ -23,9 +23,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipeline.kafka_source.fetch import read_range
 from pipeline.kafka_source.offsets import Position, commit_properties, position_of
 from pipeline.kafka_source.planner import Planner, Watermarks
+from pipeline.kafka_source.range_reader import RangeReader
 from pipeline.kafka_source.ranges import OffsetRange, Offsets, balance
 
 if TYPE_CHECKING:
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
     from lakehouse.settings import Settings
 
+#: records in one Arrow batch of a partition's read: what a task holds of a large batch (a snapshot's) at a time
+BATCH_ROWS = 20_000
 
 @dataclass(frozen=True)
 class RangePartition:
@@ -54,11 +56,15 @@ class PartitionReader:
     timeout_s: float = 60.0
 
     def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
-        """The partition's records as Arrow batches (``fetch.RAW_SCHEMA``), range by range: each batch holds
-        records of one range (one topic and partition), and none is empty."""
-        for r in partition.ranges:
-            yield from read_range(self.bootstrap, r.topic, r.partition, r.start, r.end, timeout_s=self.timeout_s,
-                                  fetch_wait_ms=self.fetch_wait_ms)
+        """The partition's records as Arrow batches (``RAW_SCHEMA``), range by range: each batch holds
+        records of one range (one topic and partition), and none is empty. One consumer for the partition,
+        closed after."""
+        reader = RangeReader(self.bootstrap, self.fetch_wait_ms, self.timeout_s, purpose="fetch")
+        try:
+            for r in partition.ranges:
+                yield from reader.batches([r], BATCH_ROWS)
+        finally:
+            reader.close()
 
 
 class KafkaStream:

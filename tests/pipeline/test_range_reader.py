@@ -40,3 +40,29 @@ def test_consecutive_ranges_hold_every_record_once_and_a_new_start_reads_again(c
         assert [v for _, _, v in again] == [v for p, o, v in seen if p == fullest and 10 <= o < 30]
     finally:
         reader.close()
+
+
+def test_batches_hold_one_partition_each_at_most_rows_and_a_read_left_part_way_is_read_again(click_settings,
+                                                                                               producer):
+    topic = click_settings.kafka.clicks_topic
+    producer.send(600)
+    ends = end_offsets(click_settings.kafka.bootstrap, topic)
+    ranges = [OffsetRange(topic, p, 0, ends[p]) for p in range(3)]
+    reader = RangeReader(click_settings.kafka.bootstrap, fetch_wait_ms=100)
+    try:
+        batches = list(reader.batches(ranges, rows=50))
+        assert all(0 < b.num_rows <= 50 for b in batches)
+        assert all(len(set(b.column("partition").to_pylist())) == 1 for b in batches), "one partition a batch"
+        got = sorted((p, o) for b in batches
+                     for p, o in zip(b.column("partition").to_pylist(), b.column("offset").to_pylist(), strict=True))
+        assert got == [(p, o) for p in range(3) for o in range(ends[p])]
+
+        fullest = max(ends, key=ends.get)
+        part = [OffsetRange(topic, fullest, 0, ends[fullest])]
+        left = reader.batches(part, rows=10)
+        assert next(left).num_rows == 10
+        left.close()  # the caller stopped after one batch: the next read from the same start reads everything
+        again = reader.read(part)
+        assert again.column("offset").to_pylist() == list(range(ends[fullest]))
+    finally:
+        reader.close()

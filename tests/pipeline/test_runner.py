@@ -11,7 +11,7 @@ class PythonException(Exception):
 
 def test_worker_error_is_named_by_the_traceback_last_line():
     exc = PythonException("\n  An exception was thrown from the Python worker. Please see the stack trace below.\n"
-                          "Traceback (most recent call last):\n  File \"fetch.py\", line 82, in read_range\n"
+                          "Traceback (most recent call last):\n  File \"range_reader.py\", line 82, in batches\n"
                           "TimeoutError: no records from clickevents[0] in 60s\n")
     assert _describe(exc) == "PythonException: TimeoutError: no records from clickevents[0] in 60s"
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from pipeline.capture import envelope as env
 from pipeline.cdc.changes import parse_changes
-from pipeline.kafka_source.fetch import RAW_SCHEMA
+from pipeline.kafka_source.range_reader import RAW_SCHEMA
 
 SOURCE = dict(connector="mariadb", name="cdc.shop", db="shop", table="user_member", server_id=1, ts_ms=123,
               file="binlog.000001", pos=4)

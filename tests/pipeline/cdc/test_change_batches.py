@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from pipeline.capture import envelope as env
 from pipeline.cdc.changes import EnvelopeError, _decode_batch, _decode_records, parse_changes
-from pipeline.kafka_source.fetch import RAW_SCHEMA
+from pipeline.kafka_source.range_reader import RAW_SCHEMA
 
 KEYS = {"cdc.shop.products": "productId", "cdc.shop.user_member": "userid", "cdc.shop.orders": "order_id"}
 SOURCE = dict(connector="mariadb", name="cdc.shop", db="shop", server_id=1, ts_ms=1_700_000_000_000, gtid=None)

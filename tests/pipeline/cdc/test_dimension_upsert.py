@@ -20,7 +20,7 @@ from pipeline.cdc.changes import CHANGE_SCHEMA, parse_changes
 from pipeline.cdc.dimension_tables import committed_position, dimensions, ensure_dimension_tables
 from pipeline.cdc.images import _decode_images, _read_images, after_fields, after_images, image_struct, newest_per_key
 from pipeline.kafka_source import offsets as kafka_offsets
-from pipeline.kafka_source.fetch import RAW_SCHEMA
+from pipeline.kafka_source.range_reader import RAW_SCHEMA
 
 PRODUCT_COLUMNS = {c: c for c in ("productId", "name", "description", "product_price", "update_time")}
 

@@ -23,7 +23,7 @@ from pipeline.cdc.changes import EnvelopeError, parse_changes
 from pipeline.clicks import validate
 from pipeline.clicks.evolution import SchemaChangeNeeded, Shape
 from pipeline.clicks.validate import Invalid, Limits, classify, parse_batch
-from pipeline.kafka_source.fetch import RAW_SCHEMA
+from pipeline.kafka_source.range_reader import RAW_SCHEMA
 
 NOW = int(time.time() * 1000)
 LIMITS = Limits()

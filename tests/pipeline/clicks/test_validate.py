@@ -11,7 +11,7 @@ import pytest
 
 from loadgen.events import BAD_KINDS, bad_payload, click_event, encode
 from pipeline.clicks.validate import Limits, classify, parse_batch
-from pipeline.kafka_source.fetch import RAW_SCHEMA
+from pipeline.kafka_source.range_reader import RAW_SCHEMA
 
 NOW = int(time.time() * 1000)
 LIMITS = Limits()

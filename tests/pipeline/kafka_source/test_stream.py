@@ -8,7 +8,7 @@ import pickle
 
 import pyarrow as pa
 
-from pipeline.kafka_source.fetch import RAW_SCHEMA
+from pipeline.kafka_source.range_reader import RAW_SCHEMA
 from pipeline.kafka_source.ranges import next_offsets
 from pipeline.kafka_source.stream import KafkaStream
 
