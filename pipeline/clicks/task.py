@@ -61,7 +61,7 @@ class ClickTask:
     """The worker of one standing task: its consumer, and the dimensions and table metadata last sent."""
 
     def __init__(self, bootstrap: str, fetch_wait_ms: int):
-        self.reader = RangeReader(bootstrap, fetch_wait_ms)
+        self.reader = RangeReader(bootstrap, fetch_wait_ms, purpose="clicks-reader")
         self.dimensions: Dimensions | None = None
         self.metadata: Any = None
         self.io: Any = None

@@ -89,7 +89,12 @@ class RangeReader:
     def batches(self, ranges: Sequence[OffsetRange], rows: int | None = None) -> Iterator[pa.RecordBatch]:
         """The records at every range's offsets [start, end), as Arrow batches of ``RAW_SCHEMA``: each of one
         range (one topic and partition), none empty, at most ``rows`` records each when given. The ranges are
-        read together, so each range's partition is distinct."""
+        read together, so each range's partition must be distinct."""
+        if rows is not None and rows < 1:
+            raise ValueError(f"rows must be at least 1, not {rows}")
+        if len({(r.topic, r.partition) for r in ranges}) < len(ranges):
+            raise ValueError("ranges read together must be of distinct partitions: "
+                             + ", ".join(f"{r.topic}[{r.partition}] {r.start}-{r.end}" for r in ranges))
         self._position(ranges)
         done = False
         try:
@@ -129,9 +134,7 @@ class RangeReader:
                     last_progress = time.monotonic()
             if rows is not None:
                 for tp, msgs in held.items():
-                    while len(msgs) >= rows:
-                        yield records_batch(tp[0], tp[1], msgs[:rows])
-                        del msgs[:rows]
+                    yield from _full_batches(tp, msgs, rows)
             waiting = {tp for tp in waiting if self._next[tp] < ends[tp]}
             if waiting and time.monotonic() - last_progress > self.timeout_s:
                 tp = min(waiting)
@@ -139,6 +142,7 @@ class RangeReader:
                                      f"{self._next[tp]} in {self.timeout_s:.0f}s; the broker may be down or have "
                                      "lost records")
         for tp, msgs in held.items():
+            yield from _full_batches(tp, msgs, rows)
             if msgs:
                 yield records_batch(tp[0], tp[1], msgs)
 
@@ -173,3 +177,10 @@ class RangeReader:
             return
         self._consumer.assign([TopicPartition(t, p, start) for (t, p), start in sorted(wanted.items())])
         self._next, self._early, self._eof = dict(wanted), {}, {}
+
+
+def _full_batches(tp: tuple[str, int], msgs: list, rows: int | None) -> Iterator[pa.RecordBatch]:
+    """Batches of exactly ``rows`` records taken off the front of ``msgs`` while it holds that many."""
+    while rows is not None and len(msgs) >= rows:
+        yield records_batch(tp[0], tp[1], msgs[:rows])
+        del msgs[:rows]

@@ -66,3 +66,25 @@ def test_batches_hold_one_partition_each_at_most_rows_and_a_read_left_part_way_i
         assert again.column("offset").to_pylist() == list(range(ends[fullest]))
     finally:
         reader.close()
+
+
+def test_ranges_read_together_must_be_of_distinct_partitions_and_pieces_of_one_are_read_in_order(click_settings,
+                                                                                                 producer):
+    import pytest
+
+    from pipeline.kafka_source.stream import PartitionReader, RangePartition
+
+    topic = click_settings.kafka.clicks_topic
+    producer.send(300)
+    ends = end_offsets(click_settings.kafka.bootstrap, topic)
+    fullest = max(ends, key=ends.get)
+    half = ends[fullest] // 2
+    pieces = (OffsetRange(topic, fullest, 0, half), OffsetRange(topic, fullest, half, ends[fullest]))
+    reader = RangeReader(click_settings.kafka.bootstrap, fetch_wait_ms=100)
+    try:
+        with pytest.raises(ValueError, match="distinct partitions"):
+            reader.read(list(pieces))  # one of the two would be read, the other silently not
+    finally:
+        reader.close()
+    batches = list(PartitionReader(click_settings.kafka.bootstrap, 100).read(RangePartition(pieces)))
+    assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(ends[fullest]))
