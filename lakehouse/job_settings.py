@@ -7,6 +7,7 @@ and names because these are tuning knobs, read by the jobs only.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -186,15 +187,21 @@ class MaintenanceSettings(BaseModel):
 
     def retention_ms(self, table_max_age_ms: int | None) -> int:
         """How long a table's snapshots are kept: ``snapshot_retention_minutes``, or the table's own
-        ``history.expire.max-snapshot-age-ms`` if shorter. The one rule of both expiries: maintenance's and
-        the dimension writer's after its folds (``pipeline.lake_writer.expiry``); each also keeps the newest
-        ``retain_last_snapshots`` and the newest snapshot that records its writer's progress.
+        ``history.expire.max-snapshot-age-ms`` if shorter (``expire_before``: what both expiries, maintenance's
+        and the dimension writer's after its folds, expire).
 
         The dimension tables declare a short age: their writer (PyIceberg) copies the table's metadata a few
         times per commit, so its commits slow down with every snapshot kept.
         """
         default = int(self.snapshot_retention_minutes * 60_000)
         return default if table_max_age_ms is None else min(default, table_max_age_ms)
+
+    def expire_before(self, now_ms: int, table_max_age_ms: int | None, kept_from_ms: Iterable[int] = ()) -> int:
+        """The one expiry rule, for both expiries: snapshots committed before the returned time go, except the
+        newest ``retain_last_snapshots`` and the current one. ``kept_from_ms``: commit times from which every
+        snapshot stays whatever its age (a writer's newest progress snapshot, where it resumes; an incremental
+        reader's position, less the clock skew)."""
+        return min([now_ms - self.retention_ms(table_max_age_ms), *kept_from_ms])
 
     @property
     def small_file_bytes(self) -> int:

@@ -7,9 +7,12 @@ depend on another job to stay fast.
 Only metadata changes (PyIceberg's ``ExpireSnapshots``); the files the expired snapshots
 alone held are left to maintenance's orphan removal.
 
-Which snapshots go follows maintenance's rule (``MaintenanceSettings.retention_ms``): kept are
-every snapshot younger than the retention, the newest ``retain_last_snapshots``, and the newest
-snapshot that recorded the Kafka offsets (where the writer resumes), whatever their age.
+Which snapshots go is maintenance's rule (``MaintenanceSettings.expire_before``): kept are every
+snapshot younger than the retention, the newest ``retain_last_snapshots``, and the newest snapshot
+that recorded the Kafka offsets (where the writer resumes) with every snapshot after it, whatever
+their age. Maintenance commits its expiry through Iceberg's Java table (which also deletes the
+files only expired snapshots held); this one is PyIceberg's, metadata only, in the writer's own
+commit path, where file deletes would wait on the object store.
 """
 
 from __future__ import annotations
@@ -32,17 +35,15 @@ def expired_ids(table, rule: MaintenanceSettings, now_ms: int | None = None) -> 
     """The snapshots to expire now (see the module)."""
     metadata = table.metadata
     declared = metadata.properties.get(TableProperties.MAX_SNAPSHOT_AGE_MS)
-    max_age = rule.retention_ms(int(declared) if declared is not None else None)
-    cutoff = (now_ms if now_ms is not None else int(time.time() * 1000)) - max_age
-    newest = sorted(metadata.snapshots, key=lambda s: s.sequence_number)[-rule.retain_last_snapshots:]
-    keep = {s.snapshot_id for s in newest}
     current = table.current_snapshot()
-    for snapshot in ancestors_of(current, metadata) if current else ():
-        if kafka_offsets.OFFSETS_PROPERTY in (snapshot.summary.additional_properties if snapshot.summary else {}):
-            keep.add(snapshot.snapshot_id)  # where the writer resumes: never expired
-            break
-    if current is not None:
-        keep.add(current.snapshot_id)
+    progress = next((s.timestamp_ms for s in (ancestors_of(current, metadata) if current else ())
+                     if kafka_offsets.OFFSETS_PROPERTY in (s.summary.additional_properties if s.summary else {})),
+                    None)  # where the writer resumes: kept, with every snapshot after it
+    cutoff = rule.expire_before(now_ms if now_ms is not None else int(time.time() * 1000),
+                                int(declared) if declared is not None else None,
+                                () if progress is None else (progress,))
+    newest = sorted(metadata.snapshots, key=lambda s: s.sequence_number)[-rule.retain_last_snapshots:]
+    keep = {s.snapshot_id for s in newest} | ({current.snapshot_id} if current is not None else set())
     return [s.snapshot_id for s in metadata.snapshots if s.timestamp_ms < cutoff and s.snapshot_id not in keep]
 
 

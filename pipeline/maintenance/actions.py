@@ -135,13 +135,10 @@ class Actions:
         compaction replaced is deleted once that compaction's snapshot expires too, one
         retention later than the procedure would; nothing is left behind.)
         """
-        cutoff = now_ms - self.settings.retention_ms(health.max_snapshot_age_ms)
-        if health.markers:
-            cutoff = min(cutoff, *health.markers.values())
         stopped_before = now_ms - int(self.settings.reader_retention_minutes * 60_000)
-        held = [p.position_ms for p in health.read_positions.values() if p.moved_ms >= stopped_before]
-        if held:
-            cutoff = min(cutoff, min(held) - int(self.settings.clock_skew_seconds * 1000))
+        skew_ms = int(self.settings.clock_skew_seconds * 1000)
+        held = [p.position_ms - skew_ms for p in health.read_positions.values() if p.moved_ms >= stopped_before]
+        cutoff = self.settings.expire_before(now_ms, health.max_snapshot_age_ms, [*health.markers.values(), *held])
         retain = self.settings.retain_last_snapshots
 
         def commit() -> int:

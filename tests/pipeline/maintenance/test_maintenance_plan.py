@@ -114,3 +114,13 @@ class TwoTiers(MaintenanceSettings):
     @property
     def tier_bounds(self) -> tuple[int, ...]:
         return super().tier_bounds[:2]
+
+
+def test_one_expiry_rule_the_retention_the_table_declares_shorter_and_what_must_stay():
+    s = MaintenanceSettings(snapshot_retention_minutes=10)
+    assert s.expire_before(NOW_MS, None) == NOW_MS - 600_000
+    assert s.expire_before(NOW_MS, 120_000) == NOW_MS - 120_000, "a table's own shorter age wins"
+    assert s.expire_before(NOW_MS, 3_600_000) == NOW_MS - 600_000, "a longer one does not"
+    progress, reader = NOW_MS - 900_000, NOW_MS - 700_000
+    assert s.expire_before(NOW_MS, None, [progress, reader]) == progress, "kept from the oldest that must stay"
+    assert s.expire_before(NOW_MS, None, [NOW_MS - 1_000]) == NOW_MS - 600_000, "a recent one changes nothing"
