@@ -60,17 +60,15 @@ class PartitionReader:
         records of one range (one topic and partition), and none is empty. One consumer for the partition, closed
         after, reading every range at once: one read after another on one consumer would wait for the fetch the
         broker holds at the first range's end (``kafka.fetch_wait_max_ms``) before the next could start."""
-        reader = RangeReader(self.bootstrap, self.fetch_wait_ms, self.timeout_s, purpose="fetch")
-        try:
-            if len({(r.topic, r.partition) for r in partition.ranges}) == len(partition.ranges):
-                yield from reader.batches(partition.ranges, BATCH_ROWS)
-            else:  # pieces of one partition (not what ``balance`` makes): in order, each on a consumer of its own
-                for r in partition.ranges:
-                    reader.close()
-                    reader = RangeReader(self.bootstrap, self.fetch_wait_ms, self.timeout_s, purpose="fetch")
-                    yield from reader.batches([r], BATCH_ROWS)
-        finally:
-            reader.close()
+        ranges = partition.ranges
+        distinct = len({(r.topic, r.partition) for r in ranges}) == len(ranges)
+        # pieces of one partition (not what ``balance`` makes): in order, each on a consumer of its own
+        for group in [ranges] if distinct else [[r] for r in ranges]:
+            reader = RangeReader(self.bootstrap, self.fetch_wait_ms, self.timeout_s, purpose="fetch")
+            try:
+                yield from reader.batches(group, BATCH_ROWS)
+            finally:
+                reader.close()
 
 
 class KafkaStream:
