@@ -19,22 +19,20 @@ class PipelineSettings(BaseModel):
     """Knobs of the Spark jobs."""
 
     trigger_seconds: float = Field(
-        1.0, gt=0,
+        0.25, gt=0,
         description="Micro-batch interval of the click job: a batch starts at most this often, back to back when "
                     "one takes longer. Freshness is about one interval plus one batch (what each interval gives: "
                     "docs/peers.md). Each batch is one commit (a snapshot every reader's metadata file lists until "
-                    "it expires) and a data file per standing task, which the job merges as it goes "
-                    "(merge_seconds); a shorter interval's commits cost more the more snapshots the table keeps "
-                    "(docs/performance.md).")
+                    "it expires: the click table keeps them minutes, pipeline/tables.py) and a data file per "
+                    "standing task, which the job merges as it goes (merge_seconds).")
     merge_seconds: float = Field(
-        0.0, ge=0,
-        description="When above 0, the click job merges the data files its batches added to a partition into one "
-                    "this often (sooner once 4 x merge_fan_in wait), and merge_fan_in of those into one, so the "
-                    "partition a reader scans holds a few dozen files between maintenance's passes however short "
-                    "the trigger (pipeline/clicks/file_merges.py; for the sub-second triggers, whose files outrun "
-                    "maintenance). The merges run beside the batches at their priority, not maintenance's: on two cores "
-                    "they cost the whole system's freshness more than the files cost readers (docs/performance.md). "
-                    "0 (the default): maintenance alone merges.")
+        10.0, ge=0,
+        description="The click job merges the data files its batches added to a partition this often (sooner once "
+                    "4 x merge_fan_in wait): each standing task writes the rows it keeps of its own files again as "
+                    "one, nothing read back; merge_fan_in of those become one in a small Spark job. A day-partition "
+                    "then holds a few dozen files between maintenance's passes however short the trigger "
+                    "(pipeline/clicks/file_merges.py, docs/performance.md). 0: maintenance alone merges (enough "
+                    "at a trigger of a second or more).")
     dead_letter_seconds: float = Field(
         5.0, ge=0,
         description="How long the click job's dead letters wait to be committed together: the dead letters of every "

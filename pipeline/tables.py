@@ -41,6 +41,15 @@ APPEND_ONLY_PROPERTIES = {
     P.MANIFEST_MERGE_ENABLED: "false",
 }
 
+#: the click table takes a snapshot every batch (four a second at the default trigger): its snapshots expire after
+#: 2 minutes, not `maintenance.snapshot_retention_minutes`, so its metadata file (written by every commit, parsed by
+#: every new reader) lists about as many as a one-second trigger kept in 10 (docs/performance.md); an incremental
+#: reader's position still holds them longer (`MaintenanceSettings.expire_before`)
+CLICKS_PROPERTIES = {
+    **APPEND_ONLY_PROPERTIES,
+    P.MAX_SNAPSHOT_AGE_MS: str(2 * 60_000),
+}
+
 #: dimension tables are upserted by the CDC apply (``pipeline.cdc.apply``, PyIceberg files and commits), merge-on-read
 #: with position deletes it folds itself; Spark's DML on them (rare, by hand) stays copy-on-write
 UPSERT_PROPERTIES = {
@@ -135,7 +144,7 @@ def ensure_clicks_tables(spark, settings: Settings) -> None:
     _namespace(spark, clicks)
     if not spark.catalog.tableExists(clicks):
         spark.sql(f"CREATE TABLE IF NOT EXISTS {clicks} ({CLICKS_COLUMNS}) USING iceberg "
-                  f"PARTITIONED BY (days(event_time)) TBLPROPERTIES ({_props(APPEND_ONLY_PROPERTIES)})")
+                  f"PARTITIONED BY (days(event_time)) TBLPROPERTIES ({_props(CLICKS_PROPERTIES)})")
         # Local sort per write keeps commits cheap; compaction sorts globally later.
         spark.sql(f"ALTER TABLE {clicks} WRITE LOCALLY ORDERED BY {', '.join(c for c, _ in CLICKS_WRITE_ORDER)}")
     _namespace(spark, dead)

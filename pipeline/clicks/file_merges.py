@@ -17,8 +17,11 @@ leaves the files the
 job still owns alone (``PipelineSettings.merge_horizon_seconds``: files whose rows all came
 in more recently than that).
 
-The rows are read and written in a Spark task (a small Spark job in a background thread,
-beside the standing tasks); the driver commits the result as a ``replace`` snapshot: no row
+A first-level merge is written by the standing task that wrote its batch files: the task
+keeps the rows of the files it writes (``pipeline.clicks.task``) and writes them again as one
+file when the driver names them with its next work, so nothing is read back and no Spark job
+waits for a slot. A second-level merge reads its inputs back in a small Spark job in a
+background thread. The driver commits the result as a ``replace`` snapshot: no row
 added or removed, so the live aggregates and any incremental reader skip it. The commit is
 made right after a batch's commit, under the lock the batches commit under, so it fits in
 the gap before the next batch's commit. A merge that fails or loses a race loses nothing:
@@ -63,14 +66,18 @@ class MergeGroup:
     level: int
     partition: tuple  # (partition spec id, partition values)
     files: tuple  # pyiceberg DataFile
+    task: int | None = None  # the standing task that wrote the files and keeps their rows (first-level merges)
 
 
 @dataclass
-class _Partition:
-    batch_files: list = field(default_factory=list)  # added by batches since the last merge
-    first_added: float = 0.0  # time.monotonic() the oldest of them was added
-    merged: list = field(default_factory=list)  # first-level files waiting for the fan-in
-    first_merged: float = 0.0  # time.monotonic() the oldest of those was added
+class _Waiting:
+    files: list = field(default_factory=list)
+    since: float = 0.0  # time.monotonic() the oldest of them was added
+
+    def add(self, files: list, now: float) -> None:
+        if not self.files:
+            self.since = now
+        self.files.extend(files)
 
 
 def _bytes(files: list) -> int:
@@ -80,24 +87,24 @@ def _bytes(files: list) -> int:
 class PendingFiles:
     """Which of the job's files wait for a merge, per partition and level; what is due now.
 
-    A file of ``MERGE_BYTES`` or more is never pending (a merge holds its inputs' rows in memory),
-    and a first-level file that waited past the horizon (a partition that went quiet: yesterday's,
-    after midnight) is dropped, since maintenance may take it from then on.
+    Batch files wait per standing task and partition: the task that wrote them keeps their rows
+    and writes them again as one file (the first level). First-level files wait per partition for
+    the fan-in. A file of ``MERGE_BYTES`` or more is never pending (a merge holds its inputs'
+    rows in memory), and a first-level file that waited past the horizon (a partition that went
+    quiet: yesterday's, after midnight) is dropped, since maintenance may take it from then on.
     """
 
     def __init__(self, merge_seconds: float, fan_in: int):
         self.merge_seconds, self.fan_in = merge_seconds, fan_in
         self.horizon = merge_seconds * (fan_in + 2)  # PipelineSettings.merge_horizon_seconds
-        self._partitions: dict[tuple, _Partition] = {}
+        self._batch_files: dict[tuple[int, tuple], _Waiting] = {}  # (task, partition) -> batch files
+        self._merged: dict[tuple, _Waiting] = {}  # partition -> first-level files
 
-    def add_batch_files(self, files: list, now: float) -> None:
+    def add_batch_files(self, files: list, now: float, task: int = 0) -> None:
+        """Files standing task ``task`` wrote for a committed batch."""
         for file in files:
-            if file.file_size_in_bytes >= MERGE_BYTES:
-                continue
-            part = self._partitions.setdefault(_partition_of(file), _Partition())
-            if not part.batch_files:
-                part.first_added = now
-            part.batch_files.append(file)
+            if file.file_size_in_bytes < MERGE_BYTES:
+                self._batch_files.setdefault((task, _partition_of(file)), _Waiting()).add([file], now)
 
     def add_merged(self, group: MergeGroup, files: list, now: float) -> None:
         """A finished merge's output: first-level files wait for the fan-in; second-level ones leave the job."""
@@ -105,35 +112,36 @@ class PendingFiles:
             self._wait_for_fan_in(group.partition, [f for f in files if f.file_size_in_bytes < MERGE_BYTES], now)
 
     def _wait_for_fan_in(self, key: tuple, files: list, now: float) -> None:
-        if not files:
-            return
-        part = self._partitions.setdefault(key, _Partition())
-        if not part.merged:
-            part.first_merged = now
-        part.merged.extend(files)
+        if files:
+            self._merged.setdefault(key, _Waiting()).add(files, now)
 
     def take_due(self, now: float) -> list[MergeGroup]:
         """The merges due now, their files no longer pending (one batch file alone is promoted, not rewritten)."""
         due = []
-        for key, part in self._partitions.items():
-            if part.merged and now - part.first_merged >= self.horizon - self.merge_seconds:
-                part.merged = []  # maintenance's from the horizon on: a merge of them could lose the race
-            if part.batch_files and (now - part.first_added >= self.merge_seconds or _bytes(part.batch_files) >=
-                                     MERGE_BYTES or len(part.batch_files) >= 4 * self.fan_in):
-                if len(part.batch_files) == 1:
-                    self._wait_for_fan_in(key, part.batch_files, now)
+        for waiting in self._merged.values():
+            if waiting.files and now - waiting.since >= self.horizon - self.merge_seconds:
+                waiting.files = []  # maintenance's from the horizon on: a merge of them could lose the race
+        for (task, key), waiting in self._batch_files.items():
+            files = waiting.files
+            if now - waiting.since >= self.merge_seconds or _bytes(files) >= MERGE_BYTES or \
+                    len(files) >= 4 * self.fan_in:
+                if len(files) == 1:
+                    self._wait_for_fan_in(key, files, now)
                 else:
-                    due.append(MergeGroup(0, key, tuple(part.batch_files)))
-                part.batch_files = []
-            if len(part.merged) >= self.fan_in or (len(part.merged) > 1 and _bytes(part.merged) >= MERGE_BYTES):
-                due.append(MergeGroup(1, key, tuple(part.merged)))
-                part.merged = []
-        self._partitions = {k: p for k, p in self._partitions.items() if p.batch_files or p.merged}
+                    due.append(MergeGroup(0, key, tuple(files), task))
+                waiting.files = []
+        for key, waiting in self._merged.items():
+            files = waiting.files
+            if len(files) >= self.fan_in or (len(files) > 1 and _bytes(files) >= MERGE_BYTES):
+                due.append(MergeGroup(1, key, tuple(files)))
+                waiting.files = []
+        self._batch_files = {k: w for k, w in self._batch_files.items() if w.files}
+        self._merged = {k: w for k, w in self._merged.items() if w.files}
         return due
 
     def waiting(self) -> int:
         """Files that wait for a merge, over all partitions."""
-        return sum(len(p.batch_files) + len(p.merged) for p in self._partitions.values())
+        return sum(len(w.files) for w in (*self._batch_files.values(), *self._merged.values()))
 
 
 def _partition_of(data_file) -> tuple:
@@ -154,12 +162,16 @@ def merge_group(metadata, io_properties: dict[str, str], group: MergeGroup) -> l
 
 
 class FileMerges:
-    """Runs the due merges in the background and commits each right after a batch's commit.
+    """Plans the merges and commits each one's result right after a batch's commit.
 
-    The job calls ``added(files, table)`` after each batch's commit, holding nothing; ``commit``
-    is the job's way to commit a staged change under its commit lock (it returns once the
-    change landed or raises). ``forget()`` after a recovery drops what is pending (those files
-    are maintenance's now); a merge in flight still finishes.
+    First-level merges are the standing tasks' (``ClickTask`` keeps the rows of the files it
+    wrote): ``for_task`` names the ones due for a task's next work, and the files it writes
+    come back with its answer. Second-level merges read their inputs back in a small Spark
+    job in a background thread. The job calls ``added(files, merged, table)`` after each
+    batch's commit, holding nothing; ``commit`` is the job's way to commit a staged change
+    under its commit lock (it returns once the change landed or raises). ``forget()`` after a
+    recovery drops what is pending and what was sent (those files are maintenance's now); a
+    merge in flight still finishes.
     """
 
     def __init__(self, spark, merge_seconds: float, fan_in: int, commit: Callable[[Callable], None],
@@ -167,36 +179,64 @@ class FileMerges:
         self.spark, self.commit, self.job_name = spark, commit, job_name
         self.enabled = merge_seconds > 0
         self.pending = PendingFiles(merge_seconds, fan_in)
-        self._lock = threading.Lock()  # the pending files, shared with the background thread
+        self._lock = threading.Lock()  # the state below, shared with the background thread
+        self._to_tasks: dict[int, list[MergeGroup]] = {}  # first-level merges due, for each task's next work
+        self._sent: dict[int, list[MergeGroup]] = {}  # the first-level merges each task's last work carried
+        self._spark_due: list[MergeGroup] = []  # second-level merges waiting for the background thread
+        self._ready: list[tuple[MergeGroup, list, list]] = []  # (group, inputs, outputs) the tasks wrote
         self._batch_committed = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._generation = 0  # bumped by forget(): a merge started before it adds nothing to the new pending files
         self.merged = 0  # files the job replaced by merges in this life (tests, logs)
 
-    def added(self, files: list, table) -> None:
-        """A batch committed ``files`` to ``table``: note them and start the merges that are due."""
+    def for_task(self, task: int) -> tuple[tuple[str, ...], ...]:
+        """The first-level merges to send with standing task ``task``'s next work: each the paths of files it
+        wrote, to write again as one (``ClickTask``). Their answer comes with the work's (``added``)."""
+        with self._lock:
+            groups = self._to_tasks.pop(task, [])
+            self._sent[task] = groups
+        return tuple(tuple(f.file_path for f in group.files) for group in groups)
+
+    def added(self, files: dict[int, list], merged: dict[int, list], table) -> None:
+        """A batch committed ``files`` (per standing task) to ``table``, and its tasks answered the merges their
+        work carried with ``merged`` (per task, one entry per merge sent: the paths written again and the files
+        holding their rows, or None): note the files, commit the merges, start the merges that are due."""
         if not self.enabled:
             return
-        _give_spec(files, table.metadata.default_spec_id)
+        spec_id = table.metadata.default_spec_id
         with self._lock:
-            self.pending.add_batch_files(files, time.monotonic())
+            now = time.monotonic()
+            for task, answers in merged.items():
+                for group, answer in zip(self._sent.pop(task, []), answers, strict=True):
+                    if answer is not None:
+                        paths, outputs = answer
+                        _give_spec(outputs, spec_id)
+                        self._ready.append((group, [f for f in group.files if f.file_path in paths], outputs))
+            for task, written in files.items():
+                _give_spec(written, spec_id)
+                self.pending.add_batch_files(written, now, task)
+            for group in self.pending.take_due(now):
+                if group.task is not None:
+                    self._to_tasks.setdefault(group.task, []).append(group)
+                else:
+                    self._spark_due.append(group)
             self._batch_committed.set()
-            if self._thread is not None and self._thread.is_alive():
+            if (self._thread is not None and self._thread.is_alive()) or not (self._spark_due or self._ready):
                 return
-            due = self.pending.take_due(time.monotonic())
+            due, ready, self._spark_due, self._ready = self._spark_due, self._ready, [], []
             generation = self._generation
-        if due:
-            # deferred: pyspark: the merge's Spark job must run in the job's scheduler pool (an InheritableThread)
-            from pyspark import InheritableThread
-            self._thread = InheritableThread(target=self._merge, args=(due, _slim(table.metadata), table.io,
-                                                                        generation),
-                                             name=f"{self.job_name}-file-merges", daemon=True)
-            self._thread.start()
+        # deferred: pyspark: the merge's Spark job must run in the job's scheduler pool (an InheritableThread)
+        from pyspark import InheritableThread
+        self._thread = InheritableThread(target=self._merge, args=(due, ready, _slim(table.metadata), table.io,
+                                                                    generation),
+                                         name=f"{self.job_name}-file-merges", daemon=True)
+        self._thread.start()
 
     def forget(self) -> None:
         with self._lock:
             self.pending = PendingFiles(self.pending.merge_seconds, self.pending.fan_in)
+            self._to_tasks, self._sent, self._spark_due, self._ready = {}, {}, [], []
             self._generation += 1
 
     def close(self, timeout: float = 60.0) -> None:
@@ -210,42 +250,28 @@ class FileMerges:
     def _group(self) -> str:
         return f"{self.job_name}-file-merges"
 
-    def _merge(self, due: list[MergeGroup], metadata, io, generation: int) -> None:
-        """The background thread: the merges as one Spark job (a task per group), then their commit."""
+    def _merge(self, due: list[MergeGroup], ready: list[tuple[MergeGroup, list, list]], metadata, io,
+               generation: int) -> None:
+        """The background thread: the second-level merges as one Spark job (a task per group), then one commit of
+        theirs and the tasks' first-level ones."""
         began = time.monotonic()
-        log.debug("%s: merging %d files in %d groups", self.job_name, sum(len(g.files) for g in due), len(due))
-        try:
-            sc = self.spark.sparkContext
-            sc.setJobGroup(self._group, f"{self.job_name}: merge its small files",
-                           interruptOnCancel=True)
-            outputs = (sc.parallelize(due, len(due))
-                       .map(functools.partial(merge_group, metadata, dict(io.properties))).collect())
-        except Exception as exc:  # noqa: BLE001 - the files stay in the table: maintenance merges them
-            log.warning("%s: merging %d files failed (%s); maintenance merges them instead", self.job_name,
-                        sum(len(g.files) for g in due), exc)
-            return
-        written = time.monotonic()
-        self._batch_committed.clear()
-        # right after a batch's commit, the gap before the next one; when no batch commits (an idle stream), at once
-        waited = 0.0
-        while not self._batch_committed.wait(0.5) and waited < self.pending.merge_seconds:
-            waited += 0.5
-            if self._stop.is_set():
+        merges = [(group, inputs, outputs) for group, inputs, outputs in ready]
+        if due:
+            merges.extend(self._run_spark_merges(due, metadata, io))
+            if not self._wait_for_a_batch_commit():
                 return
-        if self._stop.is_set():
+        if not merges:
             return
-        for files in outputs:
-            _give_spec(files, metadata.default_spec_id)
-        levels = ",".join(sorted({str(g.level) for g in due}))
+        levels = ",".join(sorted({str(group.level) for group, _, _ in merges}))
 
         def stage(tx) -> None:
             # a replace that also writes the live files' entries into one manifest (a batch adds one each)
             replace = RowDelta(tx, io, {MERGE_PROPERTY: levels}, rewrite=True, same_rows=True)
             with replace:
-                for group, files in zip(due, outputs, strict=True):
-                    for old in group.files:
+                for _, inputs, outputs in merges:
+                    for old in inputs:
                         replace.remove(old)
-                    for new in files:
+                    for new in outputs:
                         replace.add(new)
 
         committing = time.monotonic()
@@ -261,15 +287,42 @@ class FileMerges:
             return
         with self._lock:
             if generation == self._generation:
-                for group, files in zip(due, outputs, strict=True):
-                    self.pending.add_merged(group, files, time.monotonic())
-        log.debug("%s: merged %d files in %d groups: %.3f s to write, %.3f s to commit, %.3f s in all",
-                  self.job_name, sum(len(g.files) for g in due), len(due), written - began,
-                  time.monotonic() - committing, time.monotonic() - began)
-        for group in due:
-            self.merged += len(group.files)
-            metrics.FILES_MERGED.labels(self.job_name, str(group.level)).inc(len(group.files))
+                for group, _, outputs in merges:
+                    self.pending.add_merged(group, outputs, time.monotonic())
+        log.debug("%s: merged %d files in %d groups: %.3f s to commit, %.3f s in all", self.job_name,
+                  sum(len(inputs) for _, inputs, _ in merges), len(merges), time.monotonic() - committing,
+                  time.monotonic() - began)
+        for group, inputs, _ in merges:
+            self.merged += len(inputs)
+            metrics.FILES_MERGED.labels(self.job_name, str(group.level)).inc(len(inputs))
         metrics.BATCH_PHASE_SECONDS.labels("merge").observe(time.monotonic() - began)
+
+    def _run_spark_merges(self, due: list[MergeGroup], metadata, io) -> list[tuple[MergeGroup, list, list]]:
+        """The second-level merges, each a task of one Spark job: (group, inputs, outputs); none if it failed."""
+        log.debug("%s: merging %d files in %d groups", self.job_name, sum(len(g.files) for g in due), len(due))
+        try:
+            sc = self.spark.sparkContext
+            sc.setJobGroup(self._group, f"{self.job_name}: merge its small files", interruptOnCancel=True)
+            outputs = (sc.parallelize(due, len(due))
+                       .map(functools.partial(merge_group, metadata, dict(io.properties))).collect())
+        except Exception as exc:  # noqa: BLE001 - the files stay in the table: maintenance merges them
+            log.warning("%s: merging %d files failed (%s); maintenance merges them instead", self.job_name,
+                        sum(len(g.files) for g in due), exc)
+            return []
+        for files in outputs:
+            _give_spec(files, metadata.default_spec_id)
+        return [(group, list(group.files), files) for group, files in zip(due, outputs, strict=True)]
+
+    def _wait_for_a_batch_commit(self) -> bool:
+        """Wait until a batch commits (the gap before the next one is the merge's), at most ``merge_seconds`` (an
+        idle stream commits nothing); False when the job is closing."""
+        self._batch_committed.clear()
+        waited = 0.0
+        while not self._batch_committed.wait(0.5) and waited < self.pending.merge_seconds:
+            waited += 0.5
+            if self._stop.is_set():
+                return False
+        return not self._stop.is_set()
 
 
 def _give_spec(files: list, spec_id: int) -> None:

@@ -21,8 +21,9 @@ exactly once.
 A batch whose records carry a field the table has no column for (under policy ``evolve``) is
 written by the driver: schema change, rows and offsets in one commit (``evolving_batch``).
 
-The job merges the small files its batches write as it goes (``file_merges``: a Spark job in
-the background, committed as a ``replace`` snapshot between two batch commits, under the same
+The job merges the small files its batches write as it goes (``file_merges``: the standing
+tasks write their own files' kept rows again as one, a Spark job in the background merges
+those, each committed as a ``replace`` snapshot between two batch commits, under the same
 lock); the click table's offsets are only ever moved by the batches' own commits.
 """
 
@@ -175,10 +176,12 @@ class ClickIngestJob(KafkaBatchJob):
             counted = self._evolve(batch.work, batch.end, done, now, planned_at_ms)
         else:
             counted = BatchStats()
-            for share in shares:
+            for share in shares.values():
                 counted.merge(share.stats)
-            self._commit([f for share in shares for f in share.files],
+            self._commit([f for share in shares.values() for f in share.files],
                          {**self.stream.commit(batch.end), DEAD_DONE_PROPERTY: kafka_offsets.encode(done)}, batch.end)
+            self.merges.added({i: share.files for i, share in shares.items()},
+                              {i: share.merged for i, share in shares.items()}, self.clicks)
         committed_at_ms = int(time.time() * 1000)
         metrics.BATCH_PHASE_SECONDS.labels("write").observe(time.monotonic() - batch.planned_at)
         if counted.dead:
@@ -193,8 +196,9 @@ class ClickIngestJob(KafkaBatchJob):
                   time.monotonic() - batch.began)
         return counted.valid + counted.dead
 
-    def _run_tasks(self, batch: Batch, now: dt.datetime, planned_at_ms: int) -> list[ClickShare] | None:
-        """Each task's share of the batch; ``None`` when a task found fields the table has no column for."""
+    def _run_tasks(self, batch: Batch, now: dt.datetime, planned_at_ms: int) -> dict[int, ClickShare] | None:
+        """Each task's share of the batch (and of the merges due); ``None`` when a task found fields the table has
+        no column for."""
         if self.tasks is None:
             self.tasks = self._start_tasks()
         dims = self.dimensions.current().value
@@ -205,12 +209,13 @@ class ClickIngestJob(KafkaBatchJob):
             messages[index] = ClickWork(
                 [r for r in batch.ranges if r.partition % self.tasks.count == index], self.shape, self.limits, now,
                 planned_at_ms, dims if held[0] != dims.read_at else None,
-                (self.clicks.metadata, dict(self.clicks.io.properties)) if held[1] != table_key else None)
+                (self.clicks.metadata, dict(self.clicks.io.properties)) if held[1] != table_key else None,
+                self.merges.for_task(index))
             self._sent[index] = (dims.read_at, table_key)
         answers = self.tasks.run(messages)
         if any(answer is None for answer in answers.values()):
             return None
-        return list(answers.values())
+        return answers
 
     def _commit(self, files: list, properties: dict[str, str], end: kafka_offsets.Offsets) -> None:
         """One ``append`` snapshot of the tasks' files and the offsets (what the live aggregates read)."""
@@ -226,7 +231,6 @@ class ClickIngestJob(KafkaBatchJob):
         table_commits.announce(self.clicks_table)
         metrics.COMMIT_SECONDS.labels(self.clicks_table).observe(time.monotonic() - began)
         metrics.LAST_COMMIT.labels(self.clicks_table).set(time.time())
-        self.merges.added(files, self.clicks)
 
     def _commit_merge(self, stage) -> None:
         """Commit a merge of small files (``file_merges``) once, between two batch commits; a lost race raises."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.typedef import Record
 
 from pipeline.clicks.file_merges import MERGE_BYTES, MergeGroup, PendingFiles
+from pipeline.clicks.task import KeptRows
 
 
 def data_file(name: str, day: int = 20_000, size: int = 10_000) -> DataFile:
@@ -68,3 +70,28 @@ def test_large_batch_files_never_wait_and_first_level_files_past_the_horizon_are
     pending.add_merged(group, [data_file("m1")], now=0)
     assert pending.take_due(now=39) == [] and pending.waiting() == 1
     assert pending.take_due(now=40) == [] and pending.waiting() == 0  # maintenance may take it by the time a merge
+
+
+def test_each_tasks_batch_files_merge_apart_and_the_first_level_pools_them():
+    pending = PendingFiles(merge_seconds=10, fan_in=2)
+    pending.add_batch_files([data_file("a1"), data_file("a2")], now=0, task=0)
+    pending.add_batch_files([data_file("b1"), data_file("b2")], now=0, task=1)
+    due = pending.take_due(now=10)
+    assert sorted((g.level, g.task, [f.file_path[7:] for f in g.files]) for g in due) == [
+        (0, 0, ["a1.parquet", "a2.parquet"]), (0, 1, ["b1.parquet", "b2.parquet"])]
+    for group, name in zip(due, ("ma", "mb"), strict=True):
+        pending.add_merged(group, [data_file(name)], now=10)
+    second = pending.take_due(now=10)  # the two tasks' first-level files, in one partition, reach the fan-in
+    assert [(g.level, g.task, len(g.files)) for g in second] == [(1, None, 2)]
+
+
+def test_a_task_keeps_the_newest_rows_within_its_limit_and_gives_each_once():
+    rows = pa.table({"x": pa.array(range(1000), pa.int64())})  # 8,000 bytes
+    kept = KeptRows(limit=20_000)
+    for name in ("a", "b", "c"):
+        kept.keep(name, rows)
+    assert list(kept.take(["a", "b", "c", "d"])) == ["b", "c"]  # the oldest went past the limit; d never came
+    assert kept.take(["b", "c"]) == {}
+    kept.keep("e", rows)
+    kept.clear()
+    assert kept.take(["e"]) == {}
