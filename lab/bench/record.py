@@ -19,6 +19,7 @@ from lab.bench.cdc import run as run_cdc
 from lab.bench.headroom import run as run_headroom
 from lab.bench.ingest import run as run_ingest
 from lab.bench.system import run as run_system
+from lab.headline import STANDARD_HEADROOM_RATES
 from lakehouse.settings import REPO_ROOT, Settings
 
 BENCHMARKS_MD = REPO_ROOT / "docs" / "benchmarks.md"
@@ -146,9 +147,6 @@ def headroom_figures(result, command: str) -> list[Figure]:
         Figure(command, "the pipeline alone (catch-up, nothing producing)", result.catch_up_eps, "events/s"),
     ]
 
-
-#: the headroom climb of the standard set: short steps, up to where 2 cores cannot follow
-STANDARD_HEADROOM_RATES = (40_000, 55_000, 65_000, 75_000)
 
 
 def run_standard(settings: Settings, out_dir: Path, ingest_seconds: float, cdc_seconds: float,
