@@ -179,7 +179,7 @@ class PrometheusSettings(_Service):
     freshness_alert_seconds: float = Field(60.0, gt=0, description="A table's newest commit older than this.")
     dead_letter_alert_share: float = Field(0.05, gt=0, le=1, description="Share of events dead-lettered (5 min).")
     cdc_lag_alert_seconds: float = Field(120.0, gt=0, description="Binlog capture or dimension apply behind.")
-    no_commit_intervals: int = Field(30, ge=2, description="Trigger intervals without a click commit while "
+    no_commit_intervals: int = Field(120, ge=2, description="Trigger intervals without a click commit while "
                                                             "Kafka has records waiting (at the default trigger, "
                                                             "half a minute: a stall, not one slow batch).")
     alert_for: str = Field("1m", description="How long a condition must hold before its alert fires.")
