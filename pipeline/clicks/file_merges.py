@@ -6,13 +6,14 @@ priority, minutes a pass on a busy machine) merges them in a cycle, so the files
 opens rise and fall with it; at the shorter triggers it falls behind. So the job merges its
 own files as it goes, in two levels:
 
-- every ``merge_seconds`` (or once ``4 x merge_fan_in`` wait) the files its batches added to
-  a partition since the last merge become one file (a lone file is promoted as it is);
+- every ``merge_seconds`` (or once ``4 x merge_fan_in`` wait) the files one standing task's
+  batches added to a partition since the last merge become one file (a lone file is promoted as
+  it is);
 - once ``merge_fan_in`` of those are waiting, or ``MERGE_BYTES`` of them, they become one
   file, which is left to maintenance's size tiers from then on.
 
-A day-partition then holds at most ``merge_seconds`` of batch files (``4 x merge_fan_in`` at
-most), ``merge_fan_in`` first-level files and what maintenance has not yet merged; maintenance
+A day-partition then holds at most ``merge_seconds`` of batch files (``4 x merge_fan_in`` a
+task at most), ``merge_fan_in`` first-level files and what maintenance has not yet merged; maintenance
 leaves the files the
 job still owns alone (``PipelineSettings.merge_horizon_seconds``: files whose rows all came
 in more recently than that).

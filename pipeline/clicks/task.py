@@ -18,6 +18,7 @@ fails are never part of the table (maintenance removes them as orphans).
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ from pipeline.kafka_source.range_reader import RangeReader
 from pipeline.kafka_source.ranges import OffsetRange, pieces
 from pipeline.lake_writer.pyiceberg_internals import data_files_of
 from pipeline.tables import CLICKS_WRITE_ORDER
+
+log = logging.getLogger(__name__)
 
 #: records a task reads, parses and writes at once: a larger share is done in turns of this many
 TURN_RECORDS = 100_000
@@ -114,6 +117,10 @@ class ClickTask:
         stats = BatchStats()
         files: list = []
         spent = {"fetch": 0.0, "transform": 0.0, "write": 0.0, "merge": 0.0}
+        began = time.perf_counter()
+        # before this batch's rows are kept: keeping them may push out the rows a merge is about to take
+        merged = [self._merge(paths) for paths in work.merges]
+        spent["merge"] = time.perf_counter() - began
         for turn in pieces(work.ranges, TURN_RECORDS):
             began = time.perf_counter()
             raw = self.reader.read(turn)
@@ -132,9 +139,6 @@ class ClickTask:
                 files.extend(self._write(rows))
             spent["transform"] += transformed - fetched
             spent["write"] += time.perf_counter() - transformed
-        began = time.perf_counter()
-        merged = [self._merge(paths) for paths in work.merges]
-        spent["merge"] = time.perf_counter() - began
         stats.task_seconds.update(spent)
         return ClickShare(files, stats, merged)
 
@@ -151,8 +155,12 @@ class ClickTask:
         kept = self.kept.take(paths)
         if len(kept) < 2:
             return None
-        rows = pa.concat_tables(list(kept.values()), promote_options="default").sort_by(CLICKS_WRITE_ORDER)
-        return frozenset(kept), list(data_files_of(self.metadata, rows, self.io))
+        try:
+            rows = pa.concat_tables(list(kept.values()), promote_options="default").sort_by(CLICKS_WRITE_ORDER)
+            return frozenset(kept), list(data_files_of(self.metadata, rows, self.io))
+        except Exception as exc:  # noqa: BLE001 - the batch goes on: the files stay in the table, maintenance's
+            log.warning("clicks task: merging %d files failed (%s); maintenance merges them instead", len(kept), exc)
+            return None
 
     def close(self) -> None:
         self.reader.close()
