@@ -256,7 +256,7 @@ class FileMerges:
         """The background thread: the second-level merges as one Spark job (a task per group), then one commit of
         theirs and the tasks' first-level ones."""
         began = time.monotonic()
-        merges = [(group, inputs, outputs) for group, inputs, outputs in ready]
+        merges = list(ready)
         if due:
             merges.extend(self._run_spark_merges(due, metadata, io))
             if not self._wait_for_a_batch_commit():
